@@ -1,0 +1,29 @@
+//! weft's pure data types: ids, hashes, the hybrid logical clock, Ed25519 keys
+//! and signatures, governance roles and capabilities, context deltas, and the
+//! value structs of the storage schema (seed 002).
+//!
+//! Everything here is plain data with a canonical Borsh encoding and no I/O, so
+//! the store, the DAG and the node agree byte for byte on what they persist,
+//! hash and sign. The encodings are pinned by `tests/golden_bytes.rs`: changing
+//! a field's type or order is a storage-format change and must fail that test.
+
+#![deny(missing_docs, unsafe_code)]
+#![warn(clippy::unwrap_used)]
+
+mod crypto;
+mod delta;
+mod error;
+mod governance;
+mod hash;
+mod hlc;
+mod ids;
+mod values;
+
+pub use crypto::*;
+pub use delta::*;
+pub use error::*;
+pub use governance::*;
+pub use hash::*;
+pub use hlc::*;
+pub use ids::*;
+pub use values::*;

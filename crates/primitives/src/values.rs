@@ -1,0 +1,282 @@
+//! The Borsh value structs of the storage schema (seed 002).
+//!
+//! Field names and order follow the seed exactly, because Borsh encodes fields
+//! in declaration order. The seed's `[u8; 32]` ids appear here as the matching
+//! id types, which encode as the same 32 bytes. Additions to the seed are
+//! marked; `tests/golden_bytes.rs` pins every encoding.
+
+use std::fmt;
+
+use borsh::{BorshDeserialize, BorshSerialize};
+
+use crate::{
+    Action, ApplicationId, BlobId, DeltaId, Event, Hash, HybridTimestamp, OpId, PublicKey, Signature, UpgradePolicy,
+};
+
+/// Stands in for secret bytes in `Debug` output.
+struct Redacted;
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A stored blob: its id, length and content hash.
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BlobMeta {
+    /// The blob's id in the Blobs column.
+    pub blob_id: BlobId,
+    /// Length in bytes.
+    pub size: u64,
+    /// blake3 of the contents.
+    pub hash: Hash,
+}
+
+/// One service of a multi-service application bundle.
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ServiceMeta {
+    /// Service name, e.g. `"chat"`.
+    pub name: Box<str>,
+    /// The service's WASM blob.
+    pub bytecode: BlobMeta,
+    /// Its precompiled blob.
+    pub compiled: BlobMeta,
+}
+
+/// An installed application (Application column, and embedded in each context).
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ApplicationMeta {
+    /// The application's id.
+    pub application_id: ApplicationId,
+    /// Human-readable name (not in the seed: the API lists applications by name).
+    pub name: String,
+    /// Version string.
+    pub version: String,
+    /// WASM blob, used when `services` is empty.
+    pub bytecode: BlobMeta,
+    /// Precompiled blob, used when `services` is empty.
+    pub compiled: BlobMeta,
+    /// Total size in bytes.
+    pub size: u64,
+    /// Where the application came from (URL or path).
+    pub source: String,
+    /// Opaque application metadata.
+    pub metadata: Vec<u8>,
+    /// Services of a multi-service bundle; empty for a single-service application.
+    pub services: Vec<ServiceMeta>,
+}
+
+/// Context metadata (Meta column, key: context id).
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ContextMetaValue {
+    /// The application the context runs.
+    pub application: ApplicationMeta,
+    /// Merkle root of the context state.
+    pub root_hash: Hash,
+    /// Current DAG heads.
+    pub dag_heads: Vec<DeltaId>,
+}
+
+/// Per-context revision counters (Config column).
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ContextConfigValue {
+    /// Incremented on application upgrades.
+    pub application_revision: u64,
+    /// Incremented on membership changes.
+    pub members_revision: u64,
+}
+
+/// This node's keys within a context (Identity column). `Debug` redacts the
+/// private key.
+#[derive(BorshSerialize, BorshDeserialize, Clone, PartialEq, Eq)]
+pub struct ContextIdentityValue {
+    /// Ed25519 private key, if this node holds it.
+    pub private_key: Option<[u8; 32]>,
+    /// Sender key for encrypted sync.
+    pub sender_key: Option<[u8; 32]>,
+}
+
+impl fmt::Debug for ContextIdentityValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContextIdentityValue")
+            .field("private_key", &self.private_key.map(|_| Redacted))
+            .field("sender_key", &self.sender_key.map(hex::encode))
+            .finish()
+    }
+}
+
+/// A causal delta (Delta column, key: context id ‖ delta id).
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ContextDagDeltaValue {
+    /// Content address of the delta.
+    pub delta_id: DeltaId,
+    /// Causal parents.
+    pub parents: Vec<DeltaId>,
+    /// State mutations.
+    pub actions: Vec<Action>,
+    /// Hybrid timestamp; with `author`, decides last-writer-wins.
+    pub hlc: HybridTimestamp,
+    /// Whether the delta has been applied to state.
+    pub applied: bool,
+    /// The author's root after applying the delta, checked by receivers.
+    pub expected_root_hash: Hash,
+    /// Emitted events.
+    pub events: Vec<Event>,
+    /// Author's identity (not in the seed).
+    pub author: PublicKey,
+    /// Author's signature over the delta id (not in the seed).
+    pub signature: Signature,
+}
+
+/// Group metadata (Group column, prefix 0x20).
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct GroupMetaValue {
+    /// Application identity key.
+    pub app_key: [u8; 32],
+    /// Application the group's contexts should run.
+    pub target_application_id: ApplicationId,
+    /// How contexts follow a target change.
+    pub upgrade_policy: UpgradePolicy,
+    /// Creation time, Unix.
+    pub created_at: u64,
+    /// The group's administrator.
+    pub admin_identity: PublicKey,
+    /// Migration method to run on upgrade.
+    pub migration: Option<String>,
+}
+
+/// The active upgrade of a group (prefix 0x24).
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct GroupUpgradeValue {
+    /// Application version before.
+    pub from_version: u64,
+    /// Application version after.
+    pub to_version: u64,
+    /// Migration method name.
+    pub migration: Option<String>,
+    /// Start time, Unix.
+    pub initiated_at: u64,
+    /// The admin who started it.
+    pub initiated_by: PublicKey,
+    /// Progress.
+    pub status: GroupUpgradeStatus,
+}
+
+/// Progress of a group upgrade.
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub enum GroupUpgradeStatus {
+    /// Contexts are still migrating.
+    InProgress {
+        /// Contexts to migrate.
+        total: u64,
+        /// Migrated successfully.
+        completed: u64,
+        /// Failed to migrate.
+        failed: u64,
+    },
+    /// Every context has been handled.
+    Completed {
+        /// Completion time, Unix.
+        completed_at: u64,
+    },
+}
+
+/// A group's Ed25519 signing key (prefix 0x25). `Debug` redacts it.
+#[derive(BorshSerialize, BorshDeserialize, Clone, PartialEq, Eq)]
+pub struct GroupSigningKeyValue {
+    /// Private key bytes.
+    pub private_key: [u8; 32],
+}
+
+impl fmt::Debug for GroupSigningKeyValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupSigningKeyValue").field("private_key", &Redacted).finish()
+    }
+}
+
+/// A member's own capability bitmask (prefix 0x26); see [`Capabilities`](crate::Capabilities).
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct GroupMemberCapabilityValue {
+    /// Capability bits.
+    pub capabilities: u32,
+}
+
+/// Capabilities of members without an override (prefix 0x29).
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct GroupDefaultCapsValue {
+    /// Capability bits.
+    pub capabilities: u32,
+}
+
+/// The last migration applied to a context (prefix 0x2B).
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct GroupContextLastMigrationValue {
+    /// WASM method name used for the migration.
+    pub method: String,
+}
+
+/// Head of a group's operation log (prefix 0x31).
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct GroupOpHeadValue {
+    /// Latest sequence number.
+    pub sequence: u64,
+    /// Current DAG heads.
+    pub dag_heads: Vec<OpId>,
+}
+
+/// This node's keypair in a namespace (prefix 0x37). `Debug` redacts the private key.
+#[derive(BorshSerialize, BorshDeserialize, Clone, PartialEq, Eq)]
+pub struct NamespaceIdentityValue {
+    /// The node's member identity.
+    pub public_key: PublicKey,
+    /// Ed25519 private key.
+    pub private_key: [u8; 32],
+    /// Sender key for encrypted sync.
+    pub sender_key: [u8; 32],
+}
+
+impl fmt::Debug for NamespaceIdentityValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NamespaceIdentityValue")
+            .field("public_key", &self.public_key)
+            .field("private_key", &Redacted)
+            .field("sender_key", &hex::encode(self.sender_key))
+            .finish()
+    }
+}
+
+/// A namespace governance op (prefix 0x38): the signed op, or an opaque
+/// skeleton when this node cannot decrypt it.
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceGovOpValue {
+    /// Borsh of the signed op or of its skeleton.
+    pub skeleton_bytes: Vec<u8>,
+}
+
+/// Head of a namespace's governance DAG (prefix 0x39).
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceGovHeadValue {
+    /// Next nonce for ops.
+    pub sequence: u64,
+    /// Current DAG heads.
+    pub dag_heads: Vec<OpId>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_redacts_private_keys() {
+        let identity = ContextIdentityValue { private_key: Some([0xee; 32]), sender_key: Some([0x5e; 32]) };
+        let namespace =
+            NamespaceIdentityValue { public_key: PublicKey([1; 32]), private_key: [0xee; 32], sender_key: [0x5e; 32] };
+        let signing = GroupSigningKeyValue { private_key: [0xee; 32] };
+        for debug in [format!("{identity:?}"), format!("{namespace:?}"), format!("{signing:?}")] {
+            assert!(debug.contains("<redacted>"), "{debug}");
+            assert!(!debug.contains("ee") && !debug.contains("238"), "{debug}");
+        }
+        assert!(format!("{identity:?}").contains("5e5e5e"));
+    }
+}

@@ -1,0 +1,432 @@
+//! The RocksDB backend.
+//!
+//! Every column of the set is a column family opened with its own options
+//! (see [`RocksBackend::open`]): one LRU block cache and one write-buffer
+//! manager charged to that cache serve the whole database, so memory is capped
+//! by [`RocksConfig`] rather than multiplied by the number of families; lz4
+//! compression with zstd at the bottommost level; ribbon filters on point-lookup
+//! families; fixed-length prefix extractors (with memtable prefix blooms) where
+//! every key starts with a fixed prefix; blob files for large values; atomic
+//! flush across families; and a WAL sync policy ([`Durability`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rocksdb::{
+    BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamily, ColumnFamilyDescriptor, CompactOptions,
+    DBCompressionType, DBRawIteratorWithThreadMode, FlushOptions, Options, ReadOptions, SliceTransform,
+    SnapshotWithThreadMode, WriteBatch, WriteBufferManager, WriteOptions, DB,
+};
+
+use super::{Backend, Precondition, RawBatch, RawCursor, RawRange, RawRead};
+use crate::column::{Access, ColumnOptions, ColumnSet};
+use crate::error::{Result, StoreError};
+
+/// When a committed batch reaches stable storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync the WAL on every batch: a batch that returned survives power loss.
+    Sync,
+    /// Write the WAL through the OS page cache: a batch that returned survives a crash of the
+    /// process, not of the machine.
+    Buffered,
+    /// As `Buffered`, plus an fsync of the WAL at this interval: at most one interval of
+    /// acknowledged writes can be lost to a power failure.
+    Periodic(Duration),
+}
+
+/// Database-wide RocksDB settings.
+#[derive(Clone, Debug)]
+pub struct RocksConfig {
+    /// The shared block cache, in bytes (also charged for memtables).
+    pub cache_bytes: usize,
+    /// Total memtable budget across all families, in bytes.
+    pub write_buffer_bytes: usize,
+    /// WAL sync policy.
+    pub durability: Durability,
+    /// Background flush and compaction threads.
+    pub background_jobs: i32,
+}
+
+impl Default for RocksConfig {
+    fn default() -> Self {
+        RocksConfig {
+            cache_bytes: 256 << 20,
+            write_buffer_bytes: 128 << 20,
+            durability: Durability::Buffered,
+            background_jobs: 2,
+        }
+    }
+}
+
+/// A RocksDB database holding one column set.
+pub struct RocksBackend {
+    db: Arc<DB>,
+    path: PathBuf,
+    names: Vec<&'static str>,
+    prefix_lens: Vec<Option<usize>>,
+    write_options: WriteOptions,
+    /// Plain batches share this lock; conditional batches take it exclusively, so nothing
+    /// writes between checking their preconditions and committing them.
+    commit_lock: RwLock<()>,
+    flusher: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
+    // Kept alive for the life of the database.
+    _cache: Cache,
+    _write_buffers: WriteBufferManager,
+}
+
+impl RocksBackend {
+    /// Opens (creating if needed) the database at `path` with every column family of `S`.
+    pub fn open<S: ColumnSet>(path: impl AsRef<Path>, config: &RocksConfig) -> Result<Self> {
+        Self::open_with_options::<S>(path, config, S::options)
+    }
+
+    /// Opens the database like [`RocksBackend::open`], each column family tuned by `options`
+    /// instead of [`ColumnSet::options`]: lets this database's merge operators and compaction
+    /// filters capture state of their own (a clock, for instance).
+    pub fn open_with_options<S: ColumnSet>(
+        path: impl AsRef<Path>,
+        config: &RocksConfig,
+        options: impl Fn(S) -> ColumnOptions,
+    ) -> Result<Self> {
+        let options: Vec<ColumnOptions> = S::ALL.iter().map(|c| options(*c)).collect();
+        let path = path.as_ref().to_path_buf();
+        let cache = Cache::new_lru_cache(config.cache_bytes);
+        let write_buffers =
+            WriteBufferManager::new_write_buffer_manager_with_cache(config.write_buffer_bytes, false, cache.clone());
+
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_atomic_flush(true);
+        db_opts.set_write_buffer_manager(&write_buffers);
+        db_opts.set_max_background_jobs(config.background_jobs);
+        db_opts.set_keep_log_file_num(4);
+        db_opts.set_max_open_files(512);
+
+        let descriptors: Vec<ColumnFamilyDescriptor> = S::ALL
+            .iter()
+            .zip(&options)
+            .map(|(c, o)| ColumnFamilyDescriptor::new(c.name(), column_options(c.name(), o, &cache)))
+            .collect();
+        let db = DB::open_cf_descriptors(&db_opts, &path, descriptors)?;
+        for c in S::ALL {
+            if db.cf_handle(c.name()).is_none() {
+                return Err(StoreError::MissingColumn(c.name()));
+            }
+        }
+
+        let db = Arc::new(db);
+        let mut write_options = WriteOptions::default();
+        write_options.set_sync(config.durability == Durability::Sync);
+        let flusher = match config.durability {
+            Durability::Periodic(every) => Some(spawn_flusher(Arc::clone(&db), every)?),
+            _ => None,
+        };
+        Ok(RocksBackend {
+            db,
+            path,
+            names: S::ALL.iter().map(|c| c.name()).collect(),
+            prefix_lens: options.iter().map(|o| o.prefix_len).collect(),
+            write_options,
+            commit_lock: RwLock::new(()),
+            flusher,
+            _cache: cache,
+            _write_buffers: write_buffers,
+        })
+    }
+
+    /// The directory the database lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The underlying RocksDB handle (for checkpoints, properties and statistics).
+    pub fn db(&self) -> &DB {
+        &self.db
+    }
+
+    fn cf(&self, column: usize) -> Result<&ColumnFamily> {
+        let name = self.names.get(column).ok_or_else(|| StoreError::Backend(format!("no column {column}")))?;
+        self.db.cf_handle(name).ok_or(StoreError::MissingColumn(name))
+    }
+
+    fn read_options(&self, column: usize, range: &RawRange) -> ReadOptions {
+        let mut opts = ReadOptions::default();
+        opts.set_iterate_lower_bound(range.lower.clone());
+        if let Some(upper) = &range.upper {
+            opts.set_iterate_upper_bound(upper.clone());
+        }
+        // Prefix seeks (which consult prefix filters) are exact only when every key in the range
+        // shares the extractor's prefix; otherwise fall back to a total-order seek.
+        match self.prefix_lens.get(column).copied().flatten() {
+            Some(len) if !range.reverse && range.shared_prefix >= len => opts.set_prefix_same_as_start(true),
+            _ => opts.set_total_order_seek(true),
+        }
+        opts
+    }
+}
+
+impl Drop for RocksBackend {
+    fn drop(&mut self) {
+        if let Some((stop, handle)) = self.flusher.take() {
+            drop(stop);
+            let _ = handle.join();
+        }
+        // Leave the WAL durable on a clean close whatever the policy.
+        let _ = self.db.flush_wal(true);
+    }
+}
+
+fn spawn_flusher(db: Arc<DB>, every: Duration) -> Result<(mpsc::Sender<()>, JoinHandle<()>)> {
+    let (tx, rx) = mpsc::channel::<()>();
+    let handle = std::thread::Builder::new()
+        .name("weft-wal-sync".into())
+        .spawn(move || loop {
+            match rx.recv_timeout(every) {
+                Err(RecvTimeoutError::Timeout) => {
+                    let _ = db.flush_wal(true);
+                }
+                _ => return,
+            }
+        })
+        .map_err(|e| StoreError::Backend(format!("cannot start the WAL sync thread: {e}")))?;
+    Ok((tx, handle))
+}
+
+/// Translates a column's neutral options into RocksDB options.
+fn column_options(name: &str, options: &ColumnOptions, cache: &Cache) -> Options {
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    table.set_format_version(5);
+    if options.filter_bits_per_key > 0.0 {
+        table.set_ribbon_filter(options.filter_bits_per_key);
+        table.set_whole_key_filtering(options.access != Access::Scan);
+    }
+
+    let mut opts = Options::default();
+    opts.set_block_based_table_factory(&table);
+    opts.set_compression_type(DBCompressionType::Lz4);
+    opts.set_bottommost_compression_type(DBCompressionType::Zstd);
+    opts.set_level_compaction_dynamic_level_bytes(true);
+    if let Some(len) = options.prefix_len {
+        opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(len));
+        opts.set_memtable_prefix_bloom_ratio(0.1);
+    }
+    if let Some(min) = options.blob_min_size {
+        opts.set_enable_blob_files(true);
+        opts.set_min_blob_size(min);
+        opts.set_blob_compression_type(DBCompressionType::Lz4);
+        opts.set_enable_blob_gc(true);
+    }
+    if let Some(filter) = options.compaction_filter.clone() {
+        opts.set_compaction_filter(&format!("weft-filter-{name}"), move |_level: u32, key: &[u8], value: &[u8]| {
+            if filter(key, value) {
+                rocksdb::compaction_filter::Decision::Keep
+            } else {
+                rocksdb::compaction_filter::Decision::Remove
+            }
+        });
+    }
+    if let Some(merge) = options.merge.clone() {
+        opts.set_merge_operator_associative(
+            &format!("weft-merge-{name}"),
+            move |key: &[u8], existing: Option<&[u8]>, operands: &rocksdb::MergeOperands| {
+                let operands: Vec<&[u8]> = operands.iter().collect();
+                merge(key, existing, &operands)
+            },
+        );
+    }
+    opts
+}
+
+fn get_pinned(
+    result: std::result::Result<Option<rocksdb::DBPinnableSlice<'_>>, rocksdb::Error>,
+) -> Result<Option<Vec<u8>>> {
+    Ok(result?.map(|v| v.to_vec()))
+}
+
+impl RawRead for RocksBackend {
+    fn get(&self, column: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        get_pinned(self.db.get_pinned_cf(self.cf(column)?, key))
+    }
+
+    fn multi_get(&self, column: usize, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let cf = self.cf(column)?;
+        self.db.batched_multi_get_cf(cf, keys.iter().copied(), false).into_iter().map(get_pinned).collect()
+    }
+
+    fn cursor(&self, column: usize, range: &RawRange) -> Result<Box<dyn RawCursor + '_>> {
+        let iter = self.db.raw_iterator_cf_opt(self.cf(column)?, self.read_options(column, range));
+        Ok(Box::new(RocksCursor::start(iter, range.reverse)))
+    }
+}
+
+/// A cursor over a RocksDB raw iterator.
+struct RocksCursor<'a> {
+    iter: DBRawIteratorWithThreadMode<'a, DB>,
+    reverse: bool,
+}
+
+impl<'a> RocksCursor<'a> {
+    fn start(mut iter: DBRawIteratorWithThreadMode<'a, DB>, reverse: bool) -> Self {
+        // The bounds in the read options confine both seeks to the range.
+        if reverse {
+            iter.seek_to_last();
+        } else {
+            iter.seek_to_first();
+        }
+        RocksCursor { iter, reverse }
+    }
+}
+
+impl RawCursor for RocksCursor<'_> {
+    fn current(&self) -> Option<(&[u8], &[u8])> {
+        self.iter.item()
+    }
+
+    fn advance(&mut self) {
+        if self.iter.valid() {
+            if self.reverse {
+                self.iter.prev();
+            } else {
+                self.iter.next();
+            }
+        }
+    }
+
+    fn status(&self) -> Result<()> {
+        Ok(self.iter.status()?)
+    }
+}
+
+/// A read snapshot of a [`RocksBackend`].
+pub struct RocksSnapshot<'a> {
+    backend: &'a RocksBackend,
+    snapshot: SnapshotWithThreadMode<'a, DB>,
+}
+
+impl RawRead for RocksSnapshot<'_> {
+    fn get(&self, column: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        get_pinned(self.snapshot.get_pinned_cf(self.backend.cf(column)?, key))
+    }
+
+    fn multi_get(&self, column: usize, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let cf = self.backend.cf(column)?;
+        self.snapshot.multi_get_cf(keys.iter().map(|k| (cf, *k))).into_iter().map(|r| Ok(r?)).collect()
+    }
+
+    fn cursor(&self, column: usize, range: &RawRange) -> Result<Box<dyn RawCursor + '_>> {
+        let cf = self.backend.cf(column)?;
+        let iter = self.snapshot.raw_iterator_cf_opt(cf, self.backend.read_options(column, range));
+        Ok(Box::new(RocksCursor::start(iter, range.reverse)))
+    }
+}
+
+/// A batch for the [`RocksBackend`]: writes straight into a RocksDB `WriteBatch`, with the
+/// column handles it has used cached so a large batch does not look them up per row.
+pub struct RocksBatch<'a> {
+    backend: &'a RocksBackend,
+    batch: WriteBatch,
+    handles: Vec<Option<&'a ColumnFamily>>,
+    missing: Option<usize>,
+}
+
+impl<'a> RocksBatch<'a> {
+    fn handle(&mut self, column: usize) -> Option<&'a ColumnFamily> {
+        if let Some(Some(cf)) = self.handles.get(column) {
+            return Some(cf);
+        }
+        match self.backend.cf(column) {
+            Ok(cf) => {
+                if let Some(slot) = self.handles.get_mut(column) {
+                    *slot = Some(cf);
+                }
+                Some(cf)
+            }
+            Err(_) => {
+                self.missing = Some(column);
+                None
+            }
+        }
+    }
+}
+
+impl RawBatch for RocksBatch<'_> {
+    fn put(&mut self, column: usize, key: &[u8], value: &[u8]) {
+        if let Some(cf) = self.handle(column) {
+            self.batch.put_cf(cf, key, value);
+        }
+    }
+    fn delete(&mut self, column: usize, key: &[u8]) {
+        if let Some(cf) = self.handle(column) {
+            self.batch.delete_cf(cf, key);
+        }
+    }
+    fn delete_range(&mut self, column: usize, from: &[u8], to: &[u8]) {
+        if let Some(cf) = self.handle(column) {
+            self.batch.delete_range_cf(cf, from, to);
+        }
+    }
+    fn merge(&mut self, column: usize, key: &[u8], operand: &[u8]) {
+        if let Some(cf) = self.handle(column) {
+            self.batch.merge_cf(cf, key, operand);
+        }
+    }
+    fn len(&self) -> usize {
+        self.batch.len()
+    }
+}
+
+impl Backend for RocksBackend {
+    type Snapshot<'a> = RocksSnapshot<'a>;
+    type Batch<'a> = RocksBatch<'a>;
+
+    fn batch(&self) -> RocksBatch<'_> {
+        RocksBatch { backend: self, batch: WriteBatch::default(), handles: vec![None; self.names.len()], missing: None }
+    }
+
+    fn write(&self, batch: RocksBatch<'_>, preconditions: &[Precondition]) -> Result<Result<(), usize>> {
+        if let Some(column) = batch.missing {
+            return Err(StoreError::Backend(format!("batch used unknown column {column}")));
+        }
+        let poisoned = || StoreError::Backend("commit lock poisoned".into());
+        if preconditions.is_empty() {
+            let _shared = self.commit_lock.read().map_err(|_| poisoned())?;
+            self.db.write_opt(batch.batch, &self.write_options)?;
+            return Ok(Ok(()));
+        }
+        let _exclusive = self.commit_lock.write().map_err(|_| poisoned())?;
+        for (i, pre) in preconditions.iter().enumerate() {
+            let current = self.db.get_pinned_cf(self.cf(pre.column)?, &pre.key)?;
+            if current.as_deref() != pre.expected.as_deref() {
+                return Ok(Err(i));
+            }
+        }
+        self.db.write_opt(batch.batch, &self.write_options)?;
+        Ok(Ok(()))
+    }
+
+    fn snapshot(&self) -> RocksSnapshot<'_> {
+        RocksSnapshot { backend: self, snapshot: self.db.snapshot() }
+    }
+
+    fn compact(&self, column: usize) -> Result<()> {
+        let mut opts = CompactOptions::default();
+        opts.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
+        self.db.compact_range_cf_opt(self.cf(column)?, None::<&[u8]>, None::<&[u8]>, &opts);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        let cfs = (0..self.names.len()).map(|c| self.cf(c)).collect::<Result<Vec<_>>>()?;
+        self.db.flush_cfs_opt(&cfs, &FlushOptions::default())?;
+        self.db.flush_wal(true)?;
+        Ok(())
+    }
+}

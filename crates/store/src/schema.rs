@@ -1,0 +1,138 @@
+//! The node's schema: seed 002's eleven columns and every key family in them.
+//!
+//! Read it like the seed: one line per family — name, column, prefix byte,
+//! segments, value. Byte layouts are documented in `docs/storage.md`.
+
+use weft_primitives::{
+    ApplicationId, ApplicationMeta, BlobId, ContextConfigValue, ContextDagDeltaValue, ContextId, ContextIdentityValue,
+    ContextMetaValue, DeltaId, GroupContextLastMigrationValue, GroupDefaultCapsValue, GroupId,
+    GroupMemberCapabilityValue, GroupMetaValue, GroupOpHeadValue, GroupSigningKeyValue, GroupUpgradeValue, KeyId,
+    NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId, NamespaceIdentityValue, OpId, PublicKey, Role,
+};
+
+use crate::codec::{BorshCodec as B, Raw, Unit};
+use crate::column::ColumnOptions;
+use crate::segment::{RawTail, Text};
+use crate::{columns, keys};
+
+/// Values at least this large go to blob files in the Delta, Blobs and Application columns.
+pub const BLOB_MIN_SIZE: u64 = 4096;
+
+columns! {
+    /// The node's column families (seed 002). The string is the stable on-disk name.
+    pub enum Column: version 1, meta Meta {
+        /// Context metadata (application, root hash, DAG heads); also the schema version row.
+        Meta => "meta", ColumnOptions::point();
+        /// Per-context revision counters.
+        Config => "config", ColumnOptions::point();
+        /// This node's keypair per context.
+        Identity => "identity", ColumnOptions::point();
+        /// Shared context state: application keys in their own order.
+        State => "state", ColumnOptions::point_and_scan(32);
+        /// Node-local private state, never replicated.
+        PrivateState => "private_state", ColumnOptions::point_and_scan(32);
+        /// Causal deltas per context.
+        Delta => "delta", ColumnOptions::point_and_scan(32).blobs(BLOB_MIN_SIZE);
+        /// Content-addressed binary data.
+        Blobs => "blobs", ColumnOptions::point().blobs(BLOB_MIN_SIZE);
+        /// Installed applications.
+        Application => "application", ColumnOptions::point().blobs(BLOB_MIN_SIZE);
+        /// Human-readable name → id.
+        Alias => "alias", ColumnOptions::point_and_scan(33);
+        /// Everything else, partitioned by a sub-prefix byte.
+        Generic => "generic", ColumnOptions::point_and_scan(33);
+        /// Governance, partitioned by the prefix bytes 0x20–0x3A.
+        Group => "group", ColumnOptions::point_and_scan(33);
+    }
+}
+
+/// The kinds of alias in the Alias column (the `kind` segment of [`AliasKey`]).
+pub mod alias_kind {
+    /// A group's alias, scoped by its namespace.
+    pub const GROUP: u8 = 1;
+    /// A context's alias, scoped by its group.
+    pub const CONTEXT: u8 = 2;
+    /// A member's alias, scoped by its group.
+    pub const MEMBER: u8 = 3;
+}
+
+keys! {
+    columns Column;
+    // Context columns.
+    /// Context metadata.
+    pub struct ContextMeta in Meta { context_id: ContextId } => B<ContextMetaValue>;
+    /// Per-context revision counters.
+    pub struct ContextConfig in Config { context_id: ContextId } => B<ContextConfigValue>;
+    /// This node's identity within a context.
+    pub struct ContextIdentity in Identity { context_id: ContextId } => B<ContextIdentityValue>;
+    /// A shared state entry: context id, then the application key as given.
+    pub struct ContextState in State { context_id: ContextId ; app_key: RawTail } => Raw;
+    /// A private (node-local) state entry.
+    pub struct ContextPrivateState in PrivateState { context_id: ContextId ; app_key: RawTail } => Raw;
+    /// A causal delta.
+    pub struct ContextDagDelta in Delta { context_id: ContextId, delta_id: DeltaId } => B<ContextDagDeltaValue>;
+    /// A blob's bytes, addressed by its id.
+    pub struct BlobKey in Blobs { blob_id: BlobId } => Raw;
+    /// An installed application.
+    pub struct ApplicationKey in Application { application_id: ApplicationId } => B<ApplicationMeta>;
+    /// An alias: kind, the scope it is unique in, the name → the 32-byte id it names.
+    pub struct AliasKey in Alias { kind: u8, scope: [u8; 32] ; name: Text } => B<[u8; 32]>;
+    /// Uncategorized data: a sub-prefix byte, a 32-byte scope and a raw fragment.
+    pub struct GenericKey in Generic { sub: u8, scope: [u8; 32] ; fragment: RawTail } => Raw;
+
+    // Group column: membership and metadata (0x20–0x23).
+    /// Group metadata.
+    pub struct GroupMeta in Group [0x20] { group_id: GroupId } => B<GroupMetaValue>;
+    /// A member's role.
+    pub struct GroupMember in Group [0x21] { group_id: GroupId, identity: PublicKey } => B<Role>;
+    /// A context belongs to a group (presence).
+    pub struct GroupContextIndex in Group [0x22] { group_id: GroupId, context_id: ContextId } => Unit;
+    /// Reverse index: context → group.
+    pub struct ContextGroupRef in Group [0x23] { context_id: ContextId } => B<GroupId>;
+    // Upgrades and signing (0x24–0x25).
+    /// A group's active upgrade.
+    pub struct GroupUpgradeKey in Group [0x24] { group_id: GroupId } => B<GroupUpgradeValue>;
+    /// A group signing key (signs invitations).
+    pub struct GroupSigningKey in Group [0x25] { group_id: GroupId, key_id: KeyId } => B<GroupSigningKeyValue>;
+    // Capabilities and defaults (0x26, 0x29).
+    /// A member's capability override.
+    pub struct GroupMemberCapability in Group [0x26] { group_id: GroupId, identity: PublicKey } => B<GroupMemberCapabilityValue>;
+    /// A group's default capabilities.
+    pub struct GroupDefaultCaps in Group [0x29] { group_id: GroupId } => B<GroupDefaultCapsValue>;
+    // Migration and nonce (0x2B–0x2C).
+    /// The last migration applied to a context of the group.
+    pub struct GroupContextLastMigration in Group [0x2B] { group_id: GroupId, context_id: ContextId } => B<GroupContextLastMigrationValue>;
+    /// A signer's governance nonce.
+    pub struct GroupLocalGovNonce in Group [0x2C] { group_id: GroupId, signer: PublicKey } => B<u64>;
+    // Aliases (0x2D–0x2F).
+    /// A member's alias within a group.
+    pub struct GroupMemberAlias in Group [0x2D] { group_id: GroupId, identity: PublicKey } => B<String>;
+    /// A group's alias.
+    pub struct GroupAlias in Group [0x2E] { group_id: GroupId } => B<String>;
+    /// A context's alias within a group.
+    pub struct GroupContextAlias in Group [0x2F] { group_id: GroupId, context_id: ContextId } => B<String>;
+    // Operation log and DAG (0x30–0x31).
+    /// A serialized signed group op, by sequence (big-endian, so scans run in order).
+    pub struct GroupOpLog in Group [0x30] { group_id: GroupId, seq: u64 } => Raw;
+    /// The group op log's latest sequence and DAG heads.
+    pub struct GroupOpHead in Group [0x31] { group_id: GroupId } => B<GroupOpHeadValue>;
+    // Member–context tracking (0x32–0x33).
+    /// A member joined a context of the group (value: the member's context identity).
+    pub struct GroupMemberContext in Group [0x32] { group_id: GroupId, identity: PublicKey, context_id: ContextId } => B<PublicKey>;
+    /// A per-context capability override for a member.
+    pub struct GroupContextMemberCap in Group [0x33] { group_id: GroupId, context_id: ContextId, identity: PublicKey } => B<u8>;
+    // Subgroups (0x35–0x36).
+    /// A child of a group (presence).
+    pub struct GroupChildIndex in Group [0x35] { parent_id: GroupId, child_id: GroupId } => Unit;
+    /// A group's parent.
+    pub struct GroupParentRef in Group [0x36] { child_id: GroupId } => B<GroupId>;
+    // Namespace identity and keys (0x37–0x3A).
+    /// This node's keypair in a namespace.
+    pub struct NamespaceIdentity in Group [0x37] { namespace_id: NamespaceId } => B<NamespaceIdentityValue>;
+    /// A namespace governance op (or its opaque skeleton).
+    pub struct NamespaceGovOp in Group [0x38] { namespace_id: NamespaceId, op_id: OpId } => B<NamespaceGovOpValue>;
+    /// The namespace governance DAG's heads and next nonce.
+    pub struct NamespaceGovHead in Group [0x39] { namespace_id: NamespaceId } => B<NamespaceGovHeadValue>;
+    /// A group encryption key, by key id.
+    pub struct GroupKeyEntry in Group [0x3A] { group_id: GroupId, key_id: KeyId } => Raw;
+}

@@ -1,0 +1,146 @@
+//! Properties of the node schema's typed keys: round trips, order preservation,
+//! prefix exactness, and typed errors for malformed key bytes.
+
+use proptest::prelude::*;
+use weft_primitives::{ContextId, GroupId, PublicKey};
+use weft_store::schema::{Column, ContextMeta, ContextState, GroupMember, GroupMemberContext, GroupMeta, GroupOpLog};
+use weft_store::{
+    AsKeyParts, ColumnSet, FromKeyParts, KeyError, MemoryBackend, Prefix, PrefixBy, RawTail, Read, Store,
+};
+
+fn id32() -> impl Strategy<Value = [u8; 32]> {
+    // Few distinct bytes, so that equal and near-equal ids are common.
+    any::<[u8; 32]>().prop_map(|mut id| {
+        for b in &mut id {
+            *b = match *b % 4 {
+                0 => 0,
+                1 => 1,
+                2 => 0xFF,
+                _ => *b,
+            };
+        }
+        id
+    })
+}
+
+fn op_log() -> impl Strategy<Value = GroupOpLog> {
+    (id32(), any::<u64>()).prop_map(|(g, seq)| GroupOpLog { group_id: GroupId::from_bytes(g), seq })
+}
+
+fn state_key() -> impl Strategy<Value = ContextState> {
+    (prop_oneof![Just([3u8; 32]), id32()], proptest::collection::vec(any::<u8>(), 0..12))
+        .prop_map(|(c, k)| ContextState { context_id: ContextId::from_bytes(c), app_key: RawTail(k) })
+}
+
+fn member_context() -> impl Strategy<Value = GroupMemberContext> {
+    (id32(), id32(), id32()).prop_map(|(g, i, c)| GroupMemberContext {
+        group_id: GroupId::from_bytes(g),
+        identity: PublicKey::from_bytes(i),
+        context_id: ContextId::from_bytes(c),
+    })
+}
+
+proptest! {
+    #[test]
+    fn op_log_keys_round_trip_and_keep_order(a in op_log(), b in op_log()) {
+        let (ka, kb) = (a.to_key_bytes(), b.to_key_bytes());
+        prop_assert_eq!(ka.len(), 41);
+        prop_assert_eq!(GroupOpLog::from_key_bytes(&ka).unwrap(), a.clone());
+        prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+    }
+
+    #[test]
+    fn state_keys_round_trip_and_keep_app_key_order(a in state_key(), b in state_key()) {
+        let (ka, kb) = (a.to_key_bytes(), b.to_key_bytes());
+        prop_assert_eq!(&ka[32..], a.app_key.0.as_slice());
+        prop_assert_eq!(ContextState::from_key_bytes(&ka).unwrap(), a.clone());
+        prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+    }
+
+    #[test]
+    fn triple_keys_round_trip(a in member_context()) {
+        let bytes = a.to_key_bytes();
+        prop_assert_eq!(bytes.len(), 97);
+        prop_assert_eq!(bytes[0], 0x32);
+        prop_assert_eq!(GroupMemberContext::from_key(&a.as_key()).unwrap(), a);
+    }
+
+    #[test]
+    fn prefix_scans_return_exactly_their_rows(rows in proptest::collection::vec(state_key(), 0..30), probe in state_key()) {
+        let store = Store::<_, Column>::open(MemoryBackend::new::<Column>()).unwrap();
+        for (i, k) in rows.iter().enumerate() {
+            store.put(k, &[i as u8]).unwrap();
+        }
+        let prefix_bytes = probe.app_key.0.get(..probe.app_key.0.len().min(2)).unwrap_or_default().to_vec();
+        let prefix = ContextState::prefix(&probe.context_id).then_raw(&prefix_bytes);
+        let got: Vec<ContextState> = store.scan(prefix).collect_all().unwrap().into_iter().map(|(k, _)| k).collect();
+        let mut want: Vec<ContextState> = rows
+            .iter()
+            .filter(|k| k.context_id == probe.context_id && k.app_key.0.starts_with(&prefix_bytes))
+            .cloned()
+            .collect();
+        want.sort();
+        want.dedup();
+        prop_assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn every_family_reports_its_layout() {
+    assert_eq!(<GroupMember as AsKeyParts>::head_len(), 65);
+    assert_eq!(GroupMember::PREFIX, Some(0x21));
+    assert_eq!(GroupMember::COLUMN, Column::Group);
+    assert_eq!(<ContextMeta as AsKeyParts>::head_len(), 32);
+    assert_eq!(ContextState::COLUMN.name(), "state");
+    const { assert!(ContextState::HAS_TAIL) };
+    assert_eq!(Column::ALL.len(), 11);
+}
+
+#[test]
+fn malformed_key_bytes_are_typed_errors() {
+    let good =
+        GroupMember { group_id: GroupId::from_bytes([1; 32]), identity: PublicKey::from_bytes([2; 32]) }.to_key_bytes();
+    assert!(matches!(GroupMember::from_key_bytes(&good[..64]), Err(KeyError::Length { expected: 65, found: 64, .. })));
+    let mut long = good.clone();
+    long.push(0);
+    assert!(matches!(GroupMember::from_key_bytes(&long), Err(KeyError::Length { found: 66, .. })));
+    let mut wrong_prefix = good.clone();
+    wrong_prefix[0] = 0x26;
+    assert!(matches!(
+        GroupMember::from_key_bytes(&wrong_prefix),
+        Err(KeyError::Prefix { expected: 0x21, found: 0x26, .. })
+    ));
+    assert!(matches!(ContextState::from_key_bytes(&[0; 31]), Err(KeyError::Length { .. })));
+    assert!(GroupMember::from_key_bytes(&[]).is_err());
+}
+
+#[test]
+fn group_families_never_decode_their_neighbours() {
+    let store = Store::<_, Column>::open(MemoryBackend::new::<Column>()).unwrap();
+    let g = GroupId::from_bytes([9; 32]);
+    store.put(&GroupMeta { group_id: g }, &meta()).unwrap();
+    for i in 0..5u8 {
+        store
+            .put(&GroupMember { group_id: g, identity: PublicKey::from_bytes([i; 32]) }, &weft_primitives::Role::Member)
+            .unwrap();
+        store.put(&GroupOpLog { group_id: g, seq: u64::from(i) }, &[i]).unwrap();
+    }
+    assert_eq!(store.scan(GroupMember::prefix(&g)).count().unwrap(), 5);
+    assert_eq!(store.scan(Prefix::<GroupMember>::family()).collect_all().unwrap().len(), 5);
+    assert_eq!(store.scan(Prefix::<GroupMeta>::family()).collect_all().unwrap().len(), 1);
+    let seqs: Vec<u64> = store.scan(GroupOpLog::prefix(&g)).collect_all().unwrap().iter().map(|(k, _)| k.seq).collect();
+    assert_eq!(seqs, vec![0, 1, 2, 3, 4]);
+    // The Meta column's whole-family scan skips the schema version row.
+    assert_eq!(store.scan(Prefix::<ContextMeta>::family()).count().unwrap(), 0);
+}
+
+fn meta() -> weft_primitives::GroupMetaValue {
+    weft_primitives::GroupMetaValue {
+        app_key: [0; 32],
+        target_application_id: Default::default(),
+        upgrade_policy: weft_primitives::UpgradePolicy::Manual,
+        created_at: 1,
+        admin_identity: PublicKey::from_bytes([1; 32]),
+        migration: None,
+    }
+}

@@ -1,0 +1,169 @@
+//! The node schema on a real RocksDB: column families and their options, schema
+//! versions and migrations, and failed batches leaving nothing behind.
+
+use weft_primitives::{ContextId, GroupId};
+use weft_store::schema::{Column, ContextGroupRef, ContextState};
+use weft_store::{
+    ColumnSet, Migration, RawTail, Read, RocksBackend, RocksConfig, Store, StoreError, SCHEMA_VERSION_KEY,
+};
+
+fn open(path: &std::path::Path) -> weft_store::Result<Store<RocksBackend, Column>> {
+    Store::open(RocksBackend::open::<Column>(path, &RocksConfig::default())?)
+}
+
+fn options_file(dir: &std::path::Path) -> String {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("OPTIONS-"))
+        .collect();
+    names.sort_by_key(|n| n.trim_start_matches("OPTIONS-").parse::<u64>().unwrap_or(0));
+    std::fs::read_to_string(dir.join(names.last().expect("an OPTIONS file"))).unwrap()
+}
+
+/// The `[CFOptions "name"]` section and its table options section, as one string.
+fn cf_section(options: &str, name: &str) -> String {
+    let start = options.find(&format!("[CFOptions \"{name}\"]")).expect("CF section");
+    let rest = &options[start..];
+    let table = rest.find("[TableOptions/BlockBasedTable").expect("table section");
+    let end = rest[table + 1..].find("\n[").map_or(rest.len(), |e| table + 1 + e);
+    rest[..end].to_string()
+}
+
+#[test]
+fn store_has_the_eleven_named_families_with_their_options() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()).unwrap());
+    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), dir.path()).unwrap();
+    let mut expected: Vec<&str> = Column::ALL.iter().map(|c| c.name()).collect();
+    expected.push("default");
+    let mut got: Vec<&str> = cfs.iter().map(String::as_str).collect();
+    expected.sort();
+    got.sort();
+    assert_eq!(got, expected);
+
+    let options = options_file(dir.path());
+    assert!(options.contains("atomic_flush=true"), "atomic flush");
+    for column in Column::ALL {
+        let section = cf_section(&options, column.name());
+        let opts = column.options();
+        assert!(section.contains("compression=kLZ4Compression"), "{}: lz4", column.name());
+        assert!(section.contains("bottommost_compression=kZSTD"), "{}: zstd at the bottom", column.name());
+        assert!(section.contains("filter_policy=ribbonfilter"), "{}: filter\n{section}", column.name());
+        match opts.prefix_len {
+            Some(n) => assert!(
+                section.contains(&format!("prefix_extractor=rocksdb.FixedPrefix.{n}")),
+                "{}: prefix extractor\n{section}",
+                column.name()
+            ),
+            None => assert!(section.contains("prefix_extractor=nullptr"), "{}: no prefix extractor", column.name()),
+        }
+        let blobs = matches!(column, Column::Delta | Column::Blobs | Column::Application);
+        assert!(section.contains(&format!("enable_blob_files={blobs}")), "{}: blob files", column.name());
+        assert!(section.contains("cache_index_and_filter_blocks=true"), "{}: filters in the cache", column.name());
+    }
+}
+
+#[test]
+fn every_family_uses_the_one_shared_block_cache() {
+    // The OPTIONS file does not name the cache object, so ask RocksDB: every family reports the
+    // capacity configured for the shared cache (a per-family default cache would report 32 MiB).
+    let dir = tempfile::tempdir().unwrap();
+    let config = RocksConfig { cache_bytes: 12_345_678, ..RocksConfig::default() };
+    let store = Store::<_, Column>::open(RocksBackend::open::<Column>(dir.path(), &config).unwrap()).unwrap();
+    let db = store.backend().db();
+    for column in Column::ALL {
+        let cf = db.cf_handle(column.name()).unwrap();
+        let capacity = db.property_int_value_cf(cf, "rocksdb.block-cache-capacity").unwrap();
+        assert_eq!(capacity, Some(12_345_678), "{}", column.name());
+    }
+}
+
+#[test]
+fn data_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = ContextState { context_id: ContextId::from_bytes([4; 32]), app_key: RawTail(b"k".to_vec()) };
+    {
+        let store = open(dir.path()).unwrap();
+        store.put(&key, b"v").unwrap();
+    }
+    let store = open(dir.path()).unwrap();
+    assert_eq!(store.get(&key).unwrap(), Some(b"v".to_vec()));
+    assert_eq!(store.schema_version().unwrap(), Some(Column::SCHEMA_VERSION));
+}
+
+#[test]
+fn a_store_from_a_newer_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path()).unwrap();
+        store.set_schema_version(Column::SCHEMA_VERSION + 1).unwrap();
+    }
+    match open(dir.path()) {
+        Err(StoreError::SchemaTooNew { found, supported }) => {
+            assert_eq!((found, supported), (Column::SCHEMA_VERSION + 1, Column::SCHEMA_VERSION));
+        }
+        other => panic!("expected SchemaTooNew, got {:?}", other.map(|_| ())),
+    }
+}
+
+fn mark_migrated(store: &Store<RocksBackend, Column>) -> weft_store::Result<()> {
+    store.put(
+        &ContextState { context_id: ContextId::from_bytes([0; 32]), app_key: RawTail(b"migrated".to_vec()) },
+        b"yes",
+    )
+}
+
+fn fail(_: &Store<RocksBackend, Column>) -> weft_store::Result<()> {
+    Err(StoreError::Backend("refused".into()))
+}
+
+#[test]
+fn older_stores_migrate_in_order_and_failures_stop_at_the_old_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = ContextState { context_id: ContextId::from_bytes([0; 32]), app_key: RawTail(b"migrated".to_vec()) };
+    {
+        let store = open(dir.path()).unwrap();
+        store.set_schema_version(0).unwrap();
+    }
+    // No migration from 0: a clear error.
+    assert!(matches!(open(dir.path()), Err(StoreError::MissingMigration { from: 0 })));
+    // A failing step leaves the version where it was.
+    let failing = [Migration { from: 0, description: "fails", run: fail }];
+    let backend = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).unwrap();
+    assert!(matches!(Store::open_with_migrations(backend, &failing), Err(StoreError::Migration { from: 0, .. })));
+    let migrations = [Migration { from: 0, description: "mark", run: mark_migrated }];
+    let backend = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).unwrap();
+    let store = Store::open_with_migrations(backend, &migrations).unwrap();
+    assert_eq!(store.schema_version().unwrap(), Some(1));
+    assert_eq!(store.get(&marker).unwrap(), Some(b"yes".to_vec()));
+}
+
+#[test]
+fn a_corrupt_version_row_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path()).unwrap();
+        let db = store.backend().db();
+        let meta = db.cf_handle("meta").unwrap();
+        db.put_cf(meta, SCHEMA_VERSION_KEY, b"\x01").unwrap();
+    }
+    assert!(matches!(open(dir.path()), Err(StoreError::Value { .. })));
+}
+
+#[test]
+fn a_failed_conditional_batch_writes_nothing_even_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ContextId::from_bytes([5; 32]);
+    {
+        let store = open(dir.path()).unwrap();
+        store.put(&ContextGroupRef { context_id: ctx }, &GroupId::from_bytes([1; 32])).unwrap();
+        let mut b = store.batch();
+        b.require_absent(&ContextGroupRef { context_id: ctx });
+        b.put(&ContextState { context_id: ctx, app_key: RawTail(b"a".to_vec()) }, b"1");
+        assert!(!store.write_conditional(b).unwrap());
+    }
+    let store = open(dir.path()).unwrap();
+    assert_eq!(store.get(&ContextState { context_id: ctx, app_key: RawTail(b"a".to_vec()) }).unwrap(), None);
+}

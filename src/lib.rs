@@ -1,0 +1,10 @@
+//! # weft
+//!
+//! The umbrella crate: re-exports the workspace's libraries and owns the
+//! end-to-end tests (`tests/`) and the benchmarks (`benches/`).
+#![deny(missing_docs)]
+
+pub use weft_dag as dag;
+pub use weft_node as node;
+pub use weft_primitives as primitives;
+pub use weft_store as store;
