@@ -1,5 +1,8 @@
 //! # weft-node
 //!
-//! The node: context state engine, governance fold, network, sync and RPC. Built
-//! by issues 3–6; this crate holds no API yet.
+//! The node: context state engine (this far: the Merkle trie over context state),
+//! and — built by the open issues — governance, network, sync and RPC.
 #![deny(missing_docs, unsafe_code)]
+#![warn(clippy::unwrap_used)]
+
+pub mod context;

@@ -1,0 +1,436 @@
+//! The Merkle trie over a context's state.
+//!
+//! A 16-ary trie over `blake3(app key)`, in canonical form: a leaf sits at the
+//! shallowest nibble path that no other key shares, and a branch exists only where
+//! at least two keys share its path. The shape, and therefore the root, is a
+//! function of the set of (key, value) pairs alone — not of history or insertion
+//! order. Because key hashes are uniform, the expected depth is about
+//! log16(n) + 1, so a changed key costs O(log n) node reads and hashes; a batch
+//! of keys is applied in one top-down pass that visits each shared ancestor once.
+//!
+//! Hashes (blake3 with domain separation, no XOR or sums):
+//! - leaf: `derive("weft merkle leaf v1", key_hash ‖ value_hash)`;
+//! - branch: `derive("weft merkle branch v1", h0 ‖ … ‖ h15)`, an empty child as 32 zero bytes;
+//! - the empty trie: `Hash::ZERO`.
+//!
+//! Nodes are persisted per context (see [`TrieStore`]) keyed by their nibble path,
+//! one byte per nibble, so two peers can compare tries level by level — many
+//! paths per round trip — and descend only where hashes differ.
+
+use std::collections::BTreeMap;
+
+use borsh::{BorshDeserialize, BorshSerialize};
+use weft_primitives::Hash;
+
+/// Number of children of a branch.
+pub const RADIX: usize = 16;
+
+/// A leaf: one state entry.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub struct Leaf {
+    /// `blake3(app key)`: the leaf's position.
+    pub key_hash: Hash,
+    /// `blake3(value)`.
+    pub value_hash: Hash,
+    /// The application key (so a diff can name the key that differs).
+    pub key: Vec<u8>,
+}
+
+impl Leaf {
+    /// A leaf for `key` holding `value`.
+    pub fn new(key: &[u8], value: &[u8]) -> Self {
+        Leaf { key_hash: Hash::digest(key), value_hash: Hash::digest(value), key: key.to_vec() }
+    }
+
+    /// The leaf's node hash.
+    pub fn hash(&self) -> Hash {
+        let mut data = [0u8; 64];
+        data[..32].copy_from_slice(self.key_hash.as_bytes());
+        data[32..].copy_from_slice(self.value_hash.as_bytes());
+        Hash::derive("weft merkle leaf v1", &data)
+    }
+}
+
+/// A stored trie node.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub enum TrieNode {
+    /// At least two keys share this path: the hashes of the non-empty children, by nibble.
+    Branch(Vec<(u8, Hash)>),
+    /// Exactly one key lives under this path.
+    Leaf(Leaf),
+}
+
+impl TrieNode {
+    /// The node's hash.
+    pub fn hash(&self) -> Hash {
+        match self {
+            TrieNode::Leaf(leaf) => leaf.hash(),
+            TrieNode::Branch(children) => branch_hash(children),
+        }
+    }
+}
+
+fn branch_hash(children: &[(u8, Hash)]) -> Hash {
+    let mut data = [0u8; 32 * RADIX];
+    for (nibble, hash) in children {
+        let at = usize::from(*nibble) * 32;
+        if let Some(slot) = data.get_mut(at..at + 32) {
+            slot.copy_from_slice(hash.as_bytes());
+        }
+    }
+    Hash::derive("weft merkle branch v1", &data)
+}
+
+/// The nibble of `hash` at `depth` (0..64).
+pub fn nibble(hash: &Hash, depth: usize) -> u8 {
+    let byte = hash.as_bytes().get(depth / 2).copied().unwrap_or(0);
+    if depth % 2 == 0 {
+        byte >> 4
+    } else {
+        byte & 0x0F
+    }
+}
+
+/// Reads trie nodes by path.
+pub trait TrieStore {
+    /// The storage error.
+    type Error;
+    /// The node at `path` (nibbles, one per byte), if any.
+    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, Self::Error>;
+}
+
+/// A trie with no nodes (to build one from scratch).
+pub struct EmptyTrie;
+
+impl TrieStore for EmptyTrie {
+    type Error = std::convert::Infallible;
+    fn node(&self, _path: &[u8]) -> Result<Option<TrieNode>, Self::Error> {
+        Ok(None)
+    }
+}
+
+/// A change to one key: the new leaf, or `None` for a removal.
+#[derive(Clone, Debug)]
+pub struct Change {
+    /// `blake3(app key)`.
+    pub key_hash: Hash,
+    /// The key's new leaf, or `None` if the key leaves the state.
+    pub leaf: Option<Leaf>,
+}
+
+impl Change {
+    /// The key is now `value`.
+    pub fn put(key: &[u8], value: &[u8]) -> Self {
+        let leaf = Leaf::new(key, value);
+        Change { key_hash: leaf.key_hash, leaf: Some(leaf) }
+    }
+
+    /// The key is gone.
+    pub fn remove(key: &[u8]) -> Self {
+        Change { key_hash: Hash::digest(key), leaf: None }
+    }
+}
+
+/// The result of applying changes: node writes (path → node, or deletion) and the new root.
+#[derive(Debug, Default)]
+pub struct TrieUpdate {
+    /// Writes to persist, in path order.
+    pub writes: BTreeMap<Vec<u8>, Option<TrieNode>>,
+    /// The root hash after the changes.
+    pub root: Hash,
+    /// Number of nodes read.
+    pub reads: usize,
+}
+
+/// What a subtree became.
+enum Sub {
+    Empty,
+    Leaf(Leaf),
+    Branch(Hash),
+}
+
+impl Sub {
+    fn hash(&self) -> Option<Hash> {
+        match self {
+            Sub::Empty => None,
+            Sub::Leaf(l) => Some(l.hash()),
+            Sub::Branch(h) => Some(*h),
+        }
+    }
+}
+
+struct Updater<'s, S> {
+    store: &'s S,
+    out: TrieUpdate,
+}
+
+/// Applies `changes` (any order; for one key the last change wins) to the trie in `store`.
+pub fn update<S: TrieStore>(store: &S, mut changes: Vec<Change>) -> Result<TrieUpdate, S::Error> {
+    // Sort by key hash, keeping the last change per key.
+    changes.reverse();
+    changes.sort_by(|a, b| a.key_hash.cmp(&b.key_hash));
+    changes.dedup_by(|later, earlier| later.key_hash == earlier.key_hash);
+    let mut updater = Updater { store, out: TrieUpdate::default() };
+    let root_node = updater.read(&[])?;
+    let sub = updater.update_at(&mut Vec::new(), root_node, &changes)?;
+    updater.out.root = sub.hash().unwrap_or(Hash::ZERO);
+    Ok(updater.out)
+}
+
+/// The root of a trie holding exactly `entries`, computed from scratch.
+pub fn root_of<'a>(entries: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Hash {
+    let changes = entries.into_iter().map(|(k, v)| Change::put(k, v)).collect();
+    match update(&EmptyTrie, changes) {
+        Ok(update) => update.root,
+        Err(never) => match never {},
+    }
+}
+
+impl<S: TrieStore> Updater<'_, S> {
+    fn read(&mut self, path: &[u8]) -> Result<Option<TrieNode>, S::Error> {
+        self.out.reads += 1;
+        self.store.node(path)
+    }
+
+    fn write(&mut self, path: &[u8], node: Option<TrieNode>) {
+        self.out.writes.insert(path.to_vec(), node);
+    }
+
+    fn update_at(
+        &mut self,
+        path: &mut Vec<u8>,
+        existing: Option<TrieNode>,
+        changes: &[Change],
+    ) -> Result<Sub, S::Error> {
+        match existing {
+            None => {
+                let leaves: Vec<Leaf> = changes.iter().filter_map(|c| c.leaf.clone()).collect();
+                Ok(self.build(path, leaves))
+            }
+            Some(TrieNode::Leaf(old)) => {
+                let mut leaves: Vec<Leaf> = changes.iter().filter_map(|c| c.leaf.clone()).collect();
+                if !changes.iter().any(|c| c.key_hash == old.key_hash) {
+                    leaves.push(old);
+                    leaves.sort_by(|a, b| a.key_hash.cmp(&b.key_hash));
+                }
+                let sub = self.build(path, leaves);
+                if matches!(sub, Sub::Empty) {
+                    self.write(path, None);
+                }
+                Ok(sub)
+            }
+            Some(TrieNode::Branch(children)) => {
+                let mut slots: [Option<Hash>; RADIX] = [None; RADIX];
+                for (n, h) in &children {
+                    if let Some(slot) = slots.get_mut(usize::from(*n)) {
+                        *slot = Some(*h);
+                    }
+                }
+                let depth = path.len();
+                let mut touched: [Option<Sub>; RADIX] = Default::default();
+                let mut rest = changes;
+                while let Some(first) = rest.first() {
+                    let n = nibble(&first.key_hash, depth);
+                    let split = rest.iter().position(|c| nibble(&c.key_hash, depth) != n).unwrap_or(rest.len());
+                    let (group, tail) = rest.split_at(split);
+                    rest = tail;
+                    path.push(n);
+                    let child = if slots[usize::from(n)].is_some() { self.read(path)? } else { None };
+                    let sub = self.update_at(path, child, group)?;
+                    path.pop();
+                    slots[usize::from(n)] = sub.hash();
+                    touched[usize::from(n)] = Some(sub);
+                }
+                let live: Vec<(u8, Hash)> = (0u8..16).filter_map(|n| slots[usize::from(n)].map(|h| (n, h))).collect();
+                match live.as_slice() {
+                    [] => {
+                        self.write(path, None);
+                        Ok(Sub::Empty)
+                    }
+                    [(n, _)] => {
+                        // One child left: if it is a leaf, it moves up here (canonical form).
+                        let n = *n;
+                        path.push(n);
+                        let child = match touched[usize::from(n)].take() {
+                            Some(Sub::Leaf(leaf)) => Some(TrieNode::Leaf(leaf)),
+                            Some(Sub::Branch(_)) => None,
+                            Some(Sub::Empty) | None => self.read(path)?,
+                        };
+                        let result = match child {
+                            Some(TrieNode::Leaf(leaf)) => {
+                                self.write(path, None);
+                                path.pop();
+                                self.write(path, Some(TrieNode::Leaf(leaf.clone())));
+                                Sub::Leaf(leaf)
+                            }
+                            _ => {
+                                path.pop();
+                                let node = TrieNode::Branch(live);
+                                let hash = node.hash();
+                                self.write(path, Some(node));
+                                Sub::Branch(hash)
+                            }
+                        };
+                        Ok(result)
+                    }
+                    _ => {
+                        let node = TrieNode::Branch(live);
+                        let hash = node.hash();
+                        self.write(path, Some(node));
+                        Ok(Sub::Branch(hash))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes a fresh subtree holding exactly `leaves` (sorted by key hash) at `path`, where
+    /// nothing is stored below `path`.
+    fn build(&mut self, path: &mut Vec<u8>, mut leaves: Vec<Leaf>) -> Sub {
+        match leaves.len() {
+            0 => Sub::Empty,
+            1 => match leaves.pop() {
+                Some(leaf) => {
+                    self.write(path, Some(TrieNode::Leaf(leaf.clone())));
+                    Sub::Leaf(leaf)
+                }
+                None => Sub::Empty,
+            },
+            _ => {
+                let depth = path.len();
+                let mut children = Vec::new();
+                let mut rest = leaves;
+                while !rest.is_empty() {
+                    let n = rest.first().map_or(0, |l| nibble(&l.key_hash, depth));
+                    let split = rest.iter().position(|l| nibble(&l.key_hash, depth) != n).unwrap_or(rest.len());
+                    let tail = rest.split_off(split);
+                    path.push(n);
+                    let sub = self.build(path, rest);
+                    path.pop();
+                    if let Some(h) = sub.hash() {
+                        children.push((n, h));
+                    }
+                    rest = tail;
+                }
+                let node = TrieNode::Branch(children);
+                let hash = node.hash();
+                self.write(path, Some(node));
+                Sub::Branch(hash)
+            }
+        }
+    }
+}
+
+/// An in-memory trie store, for tests and for recomputation.
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
+pub struct MemoryTrie(pub BTreeMap<Vec<u8>, TrieNode>);
+
+impl TrieStore for MemoryTrie {
+    type Error = std::convert::Infallible;
+    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, Self::Error> {
+        Ok(self.0.get(path).cloned())
+    }
+}
+
+impl MemoryTrie {
+    /// Persists an update's writes.
+    pub fn apply(&mut self, update: &TrieUpdate) {
+        for (path, node) in &update.writes {
+            match node {
+                Some(n) => self.0.insert(path.clone(), n.clone()),
+                None => self.0.remove(path),
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn scratch(model: &BTreeMap<Vec<u8>, Vec<u8>>) -> MemoryTrie {
+        let changes = model.iter().map(|(k, v)| Change::put(k, v)).collect();
+        let mut trie = MemoryTrie::default();
+        match update(&EmptyTrie, changes) {
+            Ok(u) => trie.apply(&u),
+            Err(never) => match never {},
+        }
+        trie
+    }
+
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![(0u8..40).prop_map(|b| vec![b]), proptest::collection::vec(any::<u8>(), 0..4)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        /// Incremental updates, in any batching, give exactly the nodes (and root) a from-scratch
+        /// build of the same state gives.
+        #[test]
+        fn incremental_trie_equals_scratch_build(
+            batches in proptest::collection::vec(
+                proptest::collection::vec((key(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3))), 0..12),
+                1..10,
+            )
+        ) {
+            let mut model = BTreeMap::new();
+            let mut trie = MemoryTrie::default();
+            for batch in batches {
+                let mut changes = Vec::new();
+                for (k, v) in batch {
+                    match v {
+                        Some(v) => {
+                            changes.push(Change::put(&k, &v));
+                            model.insert(k, v);
+                        }
+                        None => {
+                            changes.push(Change::remove(&k));
+                            model.remove(&k);
+                        }
+                    }
+                }
+                let Ok(u) = update(&trie, changes);
+                trie.apply(&u);
+                let expected = scratch(&model);
+                prop_assert_eq!(&trie, &expected);
+                let root = root_of(model.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+                prop_assert_eq!(u.root, root);
+            }
+        }
+    }
+
+    #[test]
+    fn empty_and_single_key_roots() {
+        assert_eq!(root_of(std::iter::empty()), Hash::ZERO);
+        let one = root_of([(&b"k"[..], &b"v"[..])]);
+        assert_eq!(one, Leaf::new(b"k", b"v").hash());
+        assert_ne!(one, root_of([(&b"k"[..], &b"w"[..])]));
+    }
+
+    #[test]
+    fn order_of_insertion_does_not_matter() {
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = (0u32..300).map(|i| (i.to_be_bytes().to_vec(), vec![1])).collect();
+        let forward = root_of(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+        let mut trie = MemoryTrie::default();
+        for (k, v) in entries.iter().rev() {
+            let Ok(u) = update(&trie, vec![Change::put(k, v)]);
+            trie.apply(&u);
+        }
+        let Ok(u) = update(&trie, vec![]);
+        assert_eq!(u.root, forward);
+    }
+
+    #[test]
+    fn a_changed_key_reads_only_its_path() {
+        let mut trie = MemoryTrie::default();
+        let changes = (0u32..4096).map(|i| Change::put(&i.to_be_bytes(), b"v")).collect();
+        let Ok(u) = update(&trie, changes);
+        trie.apply(&u);
+        let Ok(u) = update(&trie, vec![Change::put(&7u32.to_be_bytes(), b"w")]);
+        // log16(4096) = 3 levels, plus the leaf level and a little slack for shared prefixes.
+        assert!(u.reads <= 8, "{} reads", u.reads);
+        assert!(u.writes.len() <= 8, "{} writes", u.writes.len());
+    }
+}
