@@ -12,6 +12,7 @@
 
 mod crypto;
 mod delta;
+mod engine;
 mod error;
 mod governance;
 mod hash;
@@ -21,6 +22,7 @@ mod values;
 
 pub use crypto::*;
 pub use delta::*;
+pub use engine::*;
 pub use error::*;
 pub use governance::*;
 pub use hash::*;

@@ -5,9 +5,10 @@
 
 use weft_primitives::{
     ApplicationId, ApplicationMeta, BlobId, ContextConfigValue, ContextDagDeltaValue, ContextId, ContextIdentityValue,
-    ContextMetaValue, DeltaId, GroupContextLastMigrationValue, GroupDefaultCapsValue, GroupId,
-    GroupMemberCapabilityValue, GroupMetaValue, GroupOpHeadValue, GroupSigningKeyValue, GroupUpgradeValue, KeyId,
-    NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId, NamespaceIdentityValue, OpId, PublicKey, Role,
+    ContextMetaValue, ContextStatusValue, DagNodeValue, DeltaId, GroupContextLastMigrationValue, GroupDefaultCapsValue,
+    GroupId, GroupMemberCapabilityValue, GroupMetaValue, GroupOpHeadValue, GroupSigningKeyValue, GroupUpgradeValue,
+    KeyId, KeyVersion, NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId, NamespaceIdentityValue, OpId,
+    PublicKey, Role, TrieNode,
 };
 
 use crate::codec::{BorshCodec as B, Raw, Unit};
@@ -39,7 +40,7 @@ columns! {
         Application => "application", ColumnOptions::point().blobs(BLOB_MIN_SIZE);
         /// Human-readable name → id.
         Alias => "alias", ColumnOptions::point_and_scan(33);
-        /// Everything else, partitioned by a sub-prefix byte.
+        /// Everything else, partitioned by a prefix byte (0x00 generic, 0x01–0x05 the state engine).
         Generic => "generic", ColumnOptions::point_and_scan(33);
         /// Governance, partitioned by the prefix bytes 0x20–0x3A.
         Group => "group", ColumnOptions::point_and_scan(33);
@@ -77,8 +78,19 @@ keys! {
     pub struct ApplicationKey in Application { application_id: ApplicationId } => B<ApplicationMeta>;
     /// An alias: kind, the scope it is unique in, the name → the 32-byte id it names.
     pub struct AliasKey in Alias { kind: u8, scope: [u8; 32] ; name: Text } => B<[u8; 32]>;
-    /// Uncategorized data: a sub-prefix byte, a 32-byte scope and a raw fragment.
-    pub struct GenericKey in Generic { sub: u8, scope: [u8; 32] ; fragment: RawTail } => Raw;
+    // Generic column: uncategorized data and the state engine's bookkeeping (0x00–0x05).
+    /// Uncategorized data: a 32-byte scope and a raw fragment.
+    pub struct GenericKey in Generic [0x00] { scope: [u8; 32] ; fragment: RawTail } => Raw;
+    /// A Merkle trie node of a context's state, by nibble path (one byte per nibble).
+    pub struct MerkleNode in Generic [0x01] { context_id: ContextId ; path: RawTail } => B<TrieNode>;
+    /// The winning version of a state key (kept for deleted keys too: tombstones).
+    pub struct StateVersion in Generic [0x02] { context_id: ContextId ; app_key: RawTail } => B<KeyVersion>;
+    /// A pending delta waiting for a parent (indexed by the parent it waits for).
+    pub struct PendingByParent in Generic [0x03] { context_id: ContextId, parent: DeltaId, child: DeltaId } => Unit;
+    /// An applied delta's parents and height.
+    pub struct DagNode in Generic [0x04] { context_id: ContextId, delta_id: DeltaId } => B<DagNodeValue>;
+    /// A context's counters and divergence state.
+    pub struct ContextStatus in Generic [0x05] { context_id: ContextId } => B<ContextStatusValue>;
 
     // Group column: membership and metadata (0x20–0x23).
     /// Group metadata.

@@ -19,72 +19,19 @@
 
 use std::collections::BTreeMap;
 
-use borsh::{BorshDeserialize, BorshSerialize};
 use weft_primitives::Hash;
 
 /// Number of children of a branch.
 pub const RADIX: usize = 16;
 
-/// A leaf: one state entry.
-#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-pub struct Leaf {
-    /// `blake3(app key)`: the leaf's position.
-    pub key_hash: Hash,
-    /// `blake3(value)`.
-    pub value_hash: Hash,
-    /// The application key (so a diff can name the key that differs).
-    pub key: Vec<u8>,
-}
-
-impl Leaf {
-    /// A leaf for `key` holding `value`.
-    pub fn new(key: &[u8], value: &[u8]) -> Self {
-        Leaf { key_hash: Hash::digest(key), value_hash: Hash::digest(value), key: key.to_vec() }
-    }
-
-    /// The leaf's node hash.
-    pub fn hash(&self) -> Hash {
-        let mut data = [0u8; 64];
-        data[..32].copy_from_slice(self.key_hash.as_bytes());
-        data[32..].copy_from_slice(self.value_hash.as_bytes());
-        Hash::derive("weft merkle leaf v1", &data)
-    }
-}
-
-/// A stored trie node.
-#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-pub enum TrieNode {
-    /// At least two keys share this path: the hashes of the non-empty children, by nibble.
-    Branch(Vec<(u8, Hash)>),
-    /// Exactly one key lives under this path.
-    Leaf(Leaf),
-}
-
-impl TrieNode {
-    /// The node's hash.
-    pub fn hash(&self) -> Hash {
-        match self {
-            TrieNode::Leaf(leaf) => leaf.hash(),
-            TrieNode::Branch(children) => branch_hash(children),
-        }
-    }
-}
-
-fn branch_hash(children: &[(u8, Hash)]) -> Hash {
-    let mut data = [0u8; 32 * RADIX];
-    for (nibble, hash) in children {
-        let at = usize::from(*nibble) * 32;
-        if let Some(slot) = data.get_mut(at..at + 32) {
-            slot.copy_from_slice(hash.as_bytes());
-        }
-    }
-    Hash::derive("weft merkle branch v1", &data)
-}
+/// A trie leaf (re-exported from weft-primitives, where the stored form lives).
+pub use weft_primitives::TrieLeaf as Leaf;
+pub use weft_primitives::TrieNode;
 
 /// The nibble of `hash` at `depth` (0..64).
 pub fn nibble(hash: &Hash, depth: usize) -> u8 {
     let byte = hash.as_bytes().get(depth / 2).copied().unwrap_or(0);
-    if depth % 2 == 0 {
+    if depth.is_multiple_of(2) {
         byte >> 4
     } else {
         byte & 0x0F
@@ -168,7 +115,7 @@ struct Updater<'s, S> {
 pub fn update<S: TrieStore>(store: &S, mut changes: Vec<Change>) -> Result<TrieUpdate, S::Error> {
     // Sort by key hash, keeping the last change per key.
     changes.reverse();
-    changes.sort_by(|a, b| a.key_hash.cmp(&b.key_hash));
+    changes.sort_by_key(|c| c.key_hash);
     changes.dedup_by(|later, earlier| later.key_hash == earlier.key_hash);
     let mut updater = Updater { store, out: TrieUpdate::default() };
     let root_node = updater.read(&[])?;
@@ -211,7 +158,7 @@ impl<S: TrieStore> Updater<'_, S> {
                 let mut leaves: Vec<Leaf> = changes.iter().filter_map(|c| c.leaf.clone()).collect();
                 if !changes.iter().any(|c| c.key_hash == old.key_hash) {
                     leaves.push(old);
-                    leaves.sort_by(|a, b| a.key_hash.cmp(&b.key_hash));
+                    leaves.sort_by_key(|l| l.key_hash);
                 }
                 let sub = self.build(path, leaves);
                 if matches!(sub, Sub::Empty) {

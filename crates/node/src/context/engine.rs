@@ -1,0 +1,474 @@
+//! The context state engine: applies signed deltas to a context's state.
+//!
+//! State is a function of the *set* of applied deltas. Per key, the write with
+//! the greatest version `(hlc, author, delta_id)` wins; deletes leave tombstones
+//! (a version with `deleted`) that take part in the same comparison, so any
+//! delivery order yields byte-identical state, Merkle trie and root.
+//!
+//! Everything one delta changes — its Delta row, its DAG node, the state rows,
+//! the versions, the Merkle trie nodes, the heads and root in ContextMeta and the
+//! counters — is written in one atomic batch. A delta whose parents are missing
+//! waits in a bounded, durable pending set (its Delta row with `applied = false`,
+//! indexed under each missing parent) and is applied as soon as its parents are.
+//!
+//! When a delta is applied exactly on its parents (the local heads equal its
+//! parents), the post-apply root is compared with the author's
+//! `expected_root_hash`. A mismatch never changes validity; it marks the context
+//! diverged, counts the divergence and is reported to the caller, who starts
+//! repair.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+
+use weft_primitives::{
+    Action, ApplicationMeta, ContextDagDeltaValue, ContextId, ContextMetaValue, ContextStatusValue, DagNodeValue,
+    DeltaId, Hash, HybridClock, KeyVersion, PublicKey, SecretKey,
+};
+use weft_store::schema::{
+    Column, ContextDagDelta, ContextMeta, ContextPrivateState, ContextState, ContextStatus, DagNode, MerkleNode,
+    PendingByParent, StateVersion,
+};
+use weft_store::{Backend, PrefixBy, RawTail, Read, Store, StoreError, WriteBatch};
+
+use super::delta::{check_shape, check_signature, sign_delta, DeltaLimits, InvalidDelta};
+use super::merkle::{self, Change, TrieNode, TrieStore};
+
+/// Decides whether an author may write to a context (governance plugs in here).
+pub trait Authorizer {
+    /// Whether `author` may write `delta` to `context`.
+    fn may_write(&self, context: &ContextId, author: &PublicKey, delta: &ContextDagDeltaValue) -> bool;
+}
+
+/// Lets any author with a valid signature write (for single-owner contexts and tests).
+pub struct AnyAuthor;
+
+impl Authorizer for AnyAuthor {
+    fn may_write(&self, _: &ContextId, _: &PublicKey, _: &ContextDagDeltaValue) -> bool {
+        true
+    }
+}
+
+impl Authorizer for BTreeSet<PublicKey> {
+    fn may_write(&self, _: &ContextId, author: &PublicKey, _: &ContextDagDeltaValue) -> bool {
+        self.contains(author)
+    }
+}
+
+/// Errors of the engine. A rejected delta changes nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The delta is invalid (the same verdict on every node).
+    #[error("invalid delta: {0}")]
+    Invalid(#[from] InvalidDelta),
+    /// The author may not write to this context.
+    #[error("author {0} may not write to this context")]
+    Unauthorized(PublicKey),
+    /// The context does not exist on this node.
+    #[error("unknown context {0}")]
+    UnknownContext(ContextId),
+    /// The context already exists.
+    #[error("context {0} already exists")]
+    ContextExists(ContextId),
+    /// The pending set is full; retry after catching up.
+    #[error("pending set of context {0} is full ({1} deltas)")]
+    PendingFull(ContextId, u64),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A stored row is inconsistent with the others (a bug or on-disk corruption).
+    #[error("inconsistent store: {0}")]
+    Inconsistent(String),
+}
+
+/// A state entry: application key and value.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// A root mismatch seen when applying a delta exactly on its parents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Divergence {
+    /// The delta whose expected root did not match.
+    pub delta_id: DeltaId,
+    /// The root its author reported.
+    pub expected: Hash,
+    /// The root this node computed.
+    pub actual: Hash,
+}
+
+/// What receiving a delta did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApplyOutcome {
+    /// Deltas applied, in order (the received one first, then those it released).
+    pub applied: Vec<DeltaId>,
+    /// Parents the received delta waits for, if it went to the pending set.
+    pub missing: Vec<DeltaId>,
+    /// The delta was already applied or pending.
+    pub duplicate: bool,
+    /// Root mismatches seen.
+    pub divergences: Vec<Divergence>,
+}
+
+/// A context's replication status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextView {
+    /// Current DAG heads, sorted.
+    pub heads: Vec<DeltaId>,
+    /// Current Merkle root.
+    pub root_hash: Hash,
+    /// Counters and divergence state.
+    pub status: ContextStatusValue,
+}
+
+/// Engine settings.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineConfig {
+    /// Size limits on deltas.
+    pub limits: DeltaLimits,
+    /// Most deltas a context may hold pending.
+    pub max_pending: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { limits: DeltaLimits::default(), max_pending: 100_000 }
+    }
+}
+
+/// The state engine over a node store.
+pub struct ContextEngine<B: Backend> {
+    store: Store<B, Column>,
+    config: EngineConfig,
+    clock: Mutex<HybridClock>,
+    /// Serializes applies so each reads the state the previous one wrote.
+    apply_lock: Mutex<()>,
+}
+
+struct TrieView<'a, B: Backend> {
+    store: &'a Store<B, Column>,
+    context_id: ContextId,
+}
+
+impl<B: Backend> TrieStore for TrieView<'_, B> {
+    type Error = StoreError;
+    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, StoreError> {
+        self.store.get(&MerkleNode { context_id: self.context_id, path: RawTail(path.to_vec()) })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave a half-written batch behind (batches are
+    // atomic), so the guarded data is still consistent.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl<B: Backend> ContextEngine<B> {
+    /// An engine over `store`.
+    pub fn new(store: Store<B, Column>, config: EngineConfig) -> Self {
+        ContextEngine { store, config, clock: Mutex::new(HybridClock::new()), apply_lock: Mutex::new(()) }
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Store<B, Column> {
+        &self.store
+    }
+
+    /// Creates an empty context.
+    pub fn create_context(&self, context_id: ContextId, application: ApplicationMeta) -> Result<(), EngineError> {
+        let _guard = lock(&self.apply_lock);
+        let meta = ContextMetaValue { application, root_hash: Hash::ZERO, dag_heads: Vec::new() };
+        let mut batch = self.store.batch();
+        batch.require_absent(&ContextMeta { context_id });
+        batch.put(&ContextMeta { context_id }, &meta);
+        batch.put(&ContextStatus { context_id }, &ContextStatusValue::default());
+        match self.store.write(batch) {
+            Err(StoreError::Conflict { .. }) => Err(EngineError::ContextExists(context_id)),
+            other => Ok(other?),
+        }
+    }
+
+    /// Heads, root and counters of a context.
+    pub fn view(&self, context_id: &ContextId) -> Result<ContextView, EngineError> {
+        let meta = self.meta(context_id)?;
+        let status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
+        Ok(ContextView { heads: meta.dag_heads, root_hash: meta.root_hash, status })
+    }
+
+    /// Reads a state key.
+    pub fn get(&self, context_id: &ContextId, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        Ok(self.store.get(&ContextState { context_id: *context_id, app_key: RawTail(key.to_vec()) })?)
+    }
+
+    /// Every live state entry of a context, in key order.
+    pub fn entries(&self, context_id: &ContextId) -> Result<Vec<Entry>, EngineError> {
+        Ok(self
+            .store
+            .scan(ContextState::prefix(context_id))
+            .collect_all()?
+            .into_iter()
+            .map(|(k, v)| (k.app_key.0, v))
+            .collect())
+    }
+
+    /// Writes node-local private state (never replicated, no delta).
+    pub fn private_put(&self, context_id: &ContextId, key: &[u8], value: &[u8]) -> Result<(), EngineError> {
+        self.meta(context_id)?;
+        Ok(self.store.put(&ContextPrivateState { context_id: *context_id, app_key: RawTail(key.to_vec()) }, value)?)
+    }
+
+    /// Reads node-local private state.
+    pub fn private_get(&self, context_id: &ContextId, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        Ok(self.store.get(&ContextPrivateState { context_id: *context_id, app_key: RawTail(key.to_vec()) })?)
+    }
+
+    /// The root recomputed from scratch from the state rows (for checks; O(n)).
+    pub fn recompute_root(&self, context_id: &ContextId) -> Result<Hash, EngineError> {
+        let entries = self.entries(context_id)?;
+        Ok(merkle::root_of(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))))
+    }
+
+    /// A stored delta.
+    pub fn delta(
+        &self,
+        context_id: &ContextId,
+        delta_id: &DeltaId,
+    ) -> Result<Option<ContextDagDeltaValue>, EngineError> {
+        Ok(self.store.get(&ContextDagDelta { context_id: *context_id, delta_id: *delta_id })?)
+    }
+
+    fn meta(&self, context_id: &ContextId) -> Result<ContextMetaValue, EngineError> {
+        self.store.get(&ContextMeta { context_id: *context_id })?.ok_or(EngineError::UnknownContext(*context_id))
+    }
+
+    /// The local write path: builds a delta on the current heads, signs it, applies it.
+    pub fn write(
+        &self,
+        context_id: &ContextId,
+        secret: &SecretKey,
+        actions: Vec<Action>,
+    ) -> Result<(DeltaId, Hash), EngineError> {
+        let _guard = lock(&self.apply_lock);
+        let meta = self.meta(context_id)?;
+        let hlc = {
+            let mut clock = lock(&self.clock);
+            // After a restart the clock starts fresh: move it past the heads first.
+            for head in &meta.dag_heads {
+                if let Some(d) = self.delta(context_id, head)? {
+                    clock.observe(d.hlc, weft_primitives::wall_clock_ms());
+                }
+            }
+            clock.now(weft_primitives::wall_clock_ms())
+        };
+        let mut delta = sign_delta(context_id, meta.dag_heads.clone(), secret, hlc, actions, Vec::new());
+        check_shape(context_id, &delta, &self.config.limits)?;
+        let root = self.apply(context_id, &mut delta, true, false)?.actual;
+        Ok((delta.delta_id, root))
+    }
+
+    /// Receives a delta from a peer: validates it, then applies it (and every pending delta it
+    /// releases) or keeps it pending until its parents arrive.
+    pub fn receive(
+        &self,
+        context_id: &ContextId,
+        delta: ContextDagDeltaValue,
+        authorizer: &dyn Authorizer,
+    ) -> Result<ApplyOutcome, EngineError> {
+        check_shape(context_id, &delta, &self.config.limits)?;
+        if !authorizer.may_write(context_id, &delta.author, &delta) {
+            return Err(EngineError::Unauthorized(delta.author));
+        }
+        check_signature(&delta)?;
+        lock(&self.clock).observe(delta.hlc, weft_primitives::wall_clock_ms());
+
+        let _guard = lock(&self.apply_lock);
+        self.meta(context_id)?;
+        let mut outcome = ApplyOutcome::default();
+        if self.store.contains(&ContextDagDelta { context_id: *context_id, delta_id: delta.delta_id })? {
+            outcome.duplicate = true;
+            return Ok(outcome);
+        }
+        let missing = self.missing_parents(context_id, &delta.parents)?;
+        if !missing.is_empty() {
+            let status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
+            if status.pending_count >= self.config.max_pending {
+                return Err(EngineError::PendingFull(*context_id, status.pending_count));
+            }
+            let mut batch = self.store.batch();
+            batch.put(&ContextDagDelta { context_id: *context_id, delta_id: delta.delta_id }, &delta);
+            for parent in &missing {
+                batch.put(&PendingByParent { context_id: *context_id, parent: *parent, child: delta.delta_id }, &());
+            }
+            batch.put(
+                &ContextStatus { context_id: *context_id },
+                &ContextStatusValue { pending_count: status.pending_count + 1, ..status },
+            );
+            self.store.write(batch)?;
+            outcome.missing = missing;
+            return Ok(outcome);
+        }
+
+        let mut delta = delta;
+        let id = delta.delta_id;
+        if let Some(d) = self.apply(context_id, &mut delta, false, false)?.divergence {
+            outcome.divergences.push(d);
+        }
+        outcome.applied.push(id);
+        self.release(context_id, id, &mut outcome)?;
+        Ok(outcome)
+    }
+
+    /// Parents that are not applied yet.
+    fn missing_parents(&self, context_id: &ContextId, parents: &[DeltaId]) -> Result<Vec<DeltaId>, EngineError> {
+        let keys: Vec<DagNode> = parents.iter().map(|p| DagNode { context_id: *context_id, delta_id: *p }).collect();
+        let found = self.store.multi_get(&keys)?;
+        Ok(parents.iter().zip(found).filter(|(_, f)| f.is_none()).map(|(p, _)| *p).collect())
+    }
+
+    /// Applies, in a deterministic order, every pending delta whose last missing parent was
+    /// just applied — and those they release in turn (a worklist, not recursion).
+    fn release(&self, context_id: &ContextId, first: DeltaId, outcome: &mut ApplyOutcome) -> Result<(), EngineError> {
+        let mut work: BTreeSet<DeltaId> = BTreeSet::new();
+        let mut queue = vec![first];
+        while let Some(parent) = queue.pop() {
+            for (row, ()) in self.store.scan(PendingByParent::prefix((context_id, &parent))).collect_all()? {
+                work.insert(row.child);
+            }
+            while let Some(child) = work.pop_first() {
+                let Some(mut delta) = self.delta(context_id, &child)? else {
+                    return Err(EngineError::Inconsistent(format!("pending delta {child} has no row")));
+                };
+                if delta.applied || !self.missing_parents(context_id, &delta.parents)?.is_empty() {
+                    continue;
+                }
+                if let Some(d) = self.apply(context_id, &mut delta, false, true)?.divergence {
+                    outcome.divergences.push(d);
+                }
+                outcome.applied.push(child);
+                queue.push(child);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one delta whose parents are all applied, in one atomic batch.
+    fn apply(
+        &self,
+        context_id: &ContextId,
+        delta: &mut ContextDagDeltaValue,
+        local: bool,
+        was_pending: bool,
+    ) -> Result<Applied, EngineError> {
+        let meta = self.meta(context_id)?;
+        let mut status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
+        let exactly_on_parents = meta.dag_heads == delta.parents;
+
+        let mut height = 0;
+        for parent in &delta.parents {
+            let node = self
+                .store
+                .get(&DagNode { context_id: *context_id, delta_id: *parent })?
+                .ok_or_else(|| EngineError::Inconsistent(format!("parent {parent} not applied")))?;
+            height = height.max(node.height + 1);
+        }
+
+        let mut batch = self.store.batch();
+        let changes = self.merge_actions(context_id, delta, &mut batch, &mut status)?;
+        let trie = merkle::update(&TrieView { store: &self.store, context_id: *context_id }, changes)?;
+        for (path, node) in &trie.writes {
+            let key = MerkleNode { context_id: *context_id, path: RawTail(path.clone()) };
+            match node {
+                Some(n) => batch.put(&key, n),
+                None => batch.delete(&key),
+            }
+        }
+
+        let mut divergence = None;
+        if local {
+            delta.expected_root_hash = trie.root;
+        } else if exactly_on_parents && trie.root != delta.expected_root_hash {
+            status.diverged = true;
+            status.divergences += 1;
+            divergence =
+                Some(Divergence { delta_id: delta.delta_id, expected: delta.expected_root_hash, actual: trie.root });
+        }
+
+        let mut heads: Vec<DeltaId> = meta.dag_heads.iter().filter(|h| !delta.parents.contains(h)).copied().collect();
+        heads.push(delta.delta_id);
+        heads.sort();
+        heads.dedup();
+
+        if was_pending {
+            status.pending_count = status.pending_count.saturating_sub(1);
+            for parent in &delta.parents {
+                batch.delete(&PendingByParent { context_id: *context_id, parent: *parent, child: delta.delta_id });
+            }
+        }
+        status.delta_count += 1;
+        delta.applied = true;
+        batch.put(&ContextDagDelta { context_id: *context_id, delta_id: delta.delta_id }, delta);
+        batch.put(
+            &DagNode { context_id: *context_id, delta_id: delta.delta_id },
+            &DagNodeValue { parents: delta.parents.clone(), height },
+        );
+        batch.put(
+            &ContextMeta { context_id: *context_id },
+            &ContextMetaValue { root_hash: trie.root, dag_heads: heads, ..meta },
+        );
+        batch.put(&ContextStatus { context_id: *context_id }, &status);
+        self.store.write(batch)?;
+        Ok(Applied { actual: trie.root, divergence })
+    }
+
+    /// Applies the last-writer-wins rule to each action, recording state and version writes in
+    /// `batch`; returns the changes for the Merkle trie.
+    fn merge_actions(
+        &self,
+        context_id: &ContextId,
+        delta: &ContextDagDeltaValue,
+        batch: &mut WriteBatch<'_, B, Column>,
+        status: &mut ContextStatusValue,
+    ) -> Result<Vec<Change>, EngineError> {
+        let mut versions: HashMap<&[u8], Option<KeyVersion>> = HashMap::new();
+        let mut changes = Vec::with_capacity(delta.actions.len());
+        for action in &delta.actions {
+            let key = action.key();
+            let current = match versions.get(key) {
+                Some(v) => *v,
+                None => self.store.get(&StateVersion { context_id: *context_id, app_key: RawTail(key.to_vec()) })?,
+            };
+            let deleted = matches!(action, Action::Delete { .. });
+            let version = KeyVersion { hlc: delta.hlc, author: delta.author, delta_id: delta.delta_id, deleted };
+            // Within one delta the later action on a key wins (same version, applied in order).
+            let wins = current
+                .is_none_or(|c| (c.hlc, c.author, c.delta_id) <= (version.hlc, version.author, version.delta_id));
+            if !wins {
+                continue;
+            }
+            let was_live = current.is_some_and(|c| !c.deleted);
+            let state_key = ContextState { context_id: *context_id, app_key: RawTail(key.to_vec()) };
+            match action {
+                Action::Put { value, .. } => {
+                    batch.put(&state_key, value);
+                    changes.push(Change::put(key, value));
+                    if !was_live {
+                        status.key_count += 1;
+                    }
+                }
+                Action::Delete { .. } => {
+                    batch.delete(&state_key);
+                    changes.push(Change::remove(key));
+                    if was_live {
+                        status.key_count = status.key_count.saturating_sub(1);
+                    }
+                }
+            }
+            batch.put(&StateVersion { context_id: *context_id, app_key: RawTail(key.to_vec()) }, &version);
+            versions.insert(key, Some(version));
+        }
+        Ok(changes)
+    }
+}
+
+struct Applied {
+    actual: Hash,
+    divergence: Option<Divergence>,
+}

@@ -1,0 +1,141 @@
+//! Each kind of invalid delta is a typed error, and nothing is written.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{memory_engine, CTX};
+use weft_node::context::{sign_delta, AnyAuthor, ContextEngine, EngineError, InvalidDelta};
+use weft_primitives::{Action, ContextDagDeltaValue, DeltaId, HybridTimestamp, SecretKey, Signature};
+use weft_store::MemoryBackend;
+
+fn good(secret: &SecretKey) -> ContextDagDeltaValue {
+    sign_delta(
+        &CTX,
+        Vec::new(),
+        secret,
+        HybridTimestamp { physical_ms: 5, logical: 0 },
+        vec![Action::Put { key: b"k".to_vec(), value: b"v".to_vec() }],
+        Vec::new(),
+    )
+}
+
+fn assert_unchanged(engine: &ContextEngine<MemoryBackend>, delta: &ContextDagDeltaValue) {
+    let view = engine.view(&CTX).unwrap();
+    assert!(view.heads.is_empty());
+    assert_eq!(view.status.delta_count, 0);
+    assert_eq!(view.status.pending_count, 0);
+    assert_eq!(engine.delta(&CTX, &delta.delta_id).unwrap(), None);
+    assert_eq!(engine.get(&CTX, b"k").unwrap(), None);
+}
+
+#[test]
+fn bad_signature_is_rejected() {
+    let engine = memory_engine();
+    let mut d = good(&SecretKey::from_bytes(&[1; 32]));
+    d.signature = SecretKey::from_bytes(&[2; 32]).sign(b"something else");
+    assert!(matches!(
+        engine.receive(&CTX, d.clone(), &AnyAuthor),
+        Err(EngineError::Invalid(InvalidDelta::BadSignature(_)))
+    ));
+    d.signature = Signature::default();
+    assert!(matches!(
+        engine.receive(&CTX, d.clone(), &AnyAuthor),
+        Err(EngineError::Invalid(InvalidDelta::BadSignature(_)))
+    ));
+    assert_unchanged(&engine, &d);
+}
+
+#[test]
+fn wrong_id_is_rejected() {
+    let engine = memory_engine();
+    let mut d = good(&SecretKey::from_bytes(&[1; 32]));
+    d.actions = vec![Action::Put { key: b"k".to_vec(), value: b"tampered".to_vec() }];
+    assert!(matches!(
+        engine.receive(&CTX, d.clone(), &AnyAuthor),
+        Err(EngineError::Invalid(InvalidDelta::WrongId { .. }))
+    ));
+    assert_unchanged(&engine, &d);
+}
+
+#[test]
+fn malformed_deltas_are_rejected() {
+    let engine = memory_engine();
+    let secret = SecretKey::from_bytes(&[1; 32]);
+    let hlc = HybridTimestamp { physical_ms: 5, logical: 0 };
+    let empty = sign_delta(&CTX, Vec::new(), &secret, hlc, Vec::new(), Vec::new());
+    assert!(matches!(
+        engine.receive(&CTX, empty.clone(), &AnyAuthor),
+        Err(EngineError::Invalid(InvalidDelta::ActionCount { .. }))
+    ));
+    let empty_key = sign_delta(&CTX, Vec::new(), &secret, hlc, vec![Action::Delete { key: Vec::new() }], Vec::new());
+    assert!(matches!(
+        engine.receive(&CTX, empty_key, &AnyAuthor),
+        Err(EngineError::Invalid(InvalidDelta::Oversized(_)))
+    ));
+    let mut unsorted = good(&secret);
+    unsorted.parents = vec![DeltaId::from_bytes([2; 32]), DeltaId::from_bytes([1; 32])];
+    assert!(matches!(
+        engine.receive(&CTX, unsorted, &AnyAuthor),
+        Err(EngineError::Invalid(InvalidDelta::MalformedParents))
+    ));
+    let mut applied = good(&secret);
+    applied.applied = true;
+    assert!(matches!(
+        engine.receive(&CTX, applied, &AnyAuthor),
+        Err(EngineError::Invalid(InvalidDelta::MarkedApplied))
+    ));
+    assert_unchanged(&engine, &empty);
+}
+
+#[test]
+fn oversized_actions_are_rejected() {
+    let engine = memory_engine();
+    let secret = SecretKey::from_bytes(&[1; 32]);
+    let hlc = HybridTimestamp { physical_ms: 5, logical: 0 };
+    let big = sign_delta(
+        &CTX,
+        Vec::new(),
+        &secret,
+        hlc,
+        vec![Action::Put { key: b"k".to_vec(), value: vec![0; (1 << 20) + 1] }],
+        Vec::new(),
+    );
+    assert!(matches!(
+        engine.receive(&CTX, big.clone(), &AnyAuthor),
+        Err(EngineError::Invalid(InvalidDelta::Oversized("value")))
+    ));
+    let long_key = sign_delta(
+        &CTX,
+        Vec::new(),
+        &secret,
+        hlc,
+        vec![Action::Put { key: vec![1; 5000], value: Vec::new() }],
+        Vec::new(),
+    );
+    assert!(matches!(
+        engine.receive(&CTX, long_key, &AnyAuthor),
+        Err(EngineError::Invalid(InvalidDelta::Oversized("key")))
+    ));
+    assert_unchanged(&engine, &big);
+}
+
+#[test]
+fn unknown_author_is_rejected() {
+    let engine = memory_engine();
+    let members: BTreeSet<_> = [SecretKey::from_bytes(&[9; 32]).public_key()].into_iter().collect();
+    let d = good(&SecretKey::from_bytes(&[1; 32]));
+    assert!(matches!(engine.receive(&CTX, d.clone(), &members), Err(EngineError::Unauthorized(_))));
+    assert_unchanged(&engine, &d);
+    let ok = good(&SecretKey::from_bytes(&[9; 32]));
+    assert_eq!(engine.receive(&CTX, ok, &members).unwrap().applied.len(), 1);
+}
+
+#[test]
+fn unknown_context_is_rejected() {
+    let engine = memory_engine();
+    let d = good(&SecretKey::from_bytes(&[1; 32]));
+    let other = weft_primitives::ContextId::from_bytes([1; 32]);
+    // The id binds the context: the same delta is invalid for another context.
+    assert!(matches!(engine.receive(&other, d, &AnyAuthor), Err(EngineError::Invalid(InvalidDelta::WrongId { .. }))));
+}

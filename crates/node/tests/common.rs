@@ -1,0 +1,39 @@
+//! Helpers shared by the engine tests.
+#![allow(dead_code)]
+
+use weft_node::context::{ContextEngine, EngineConfig};
+use weft_primitives::{ApplicationMeta, ContextId};
+use weft_store::schema::Column;
+use weft_store::{MemoryBackend, RocksBackend, RocksConfig, Store};
+
+pub fn app() -> ApplicationMeta {
+    ApplicationMeta {
+        application_id: Default::default(),
+        name: "test".into(),
+        version: "1".into(),
+        bytecode: blob(),
+        compiled: blob(),
+        size: 0,
+        source: String::new(),
+        metadata: Vec::new(),
+        services: Vec::new(),
+    }
+}
+
+fn blob() -> weft_primitives::BlobMeta {
+    weft_primitives::BlobMeta { blob_id: Default::default(), size: 0, hash: Default::default() }
+}
+
+pub const CTX: ContextId = ContextId([0xC0; 32]);
+
+pub fn memory_engine() -> ContextEngine<MemoryBackend> {
+    let store = Store::open(MemoryBackend::new::<Column>()).expect("store");
+    let engine = ContextEngine::new(store, EngineConfig::default());
+    engine.create_context(CTX, app()).expect("context");
+    engine
+}
+
+pub fn rocks_engine(dir: &std::path::Path) -> ContextEngine<RocksBackend> {
+    let backend = RocksBackend::open::<Column>(dir, &RocksConfig::default()).expect("open");
+    ContextEngine::new(Store::open(backend).expect("store"), EngineConfig::default())
+}

@@ -1,0 +1,57 @@
+//! A delta applied exactly on its parents whose expected root differs is still applied, but
+//! marks the context diverged, counts and reports the divergence.
+
+mod common;
+
+use common::{memory_engine, CTX};
+use weft_node::context::AnyAuthor;
+use weft_primitives::{Action, Hash, SecretKey};
+
+#[test]
+fn a_root_mismatch_marks_the_context_diverged() {
+    let author = memory_engine();
+    let receiver = memory_engine();
+    let secret = SecretKey::from_bytes(&[1; 32]);
+    let (id, root) =
+        author.write(&CTX, &secret, vec![Action::Put { key: b"a".to_vec(), value: b"1".to_vec() }]).unwrap();
+    let mut honest = author.delta(&CTX, &id).unwrap().unwrap();
+    assert_eq!(honest.expected_root_hash, root);
+    honest.applied = false;
+    let outcome = receiver.receive(&CTX, honest, &AnyAuthor).unwrap();
+    assert!(outcome.divergences.is_empty());
+    assert_eq!(receiver.view(&CTX).unwrap().root_hash, root);
+
+    let (id2, _) = author.write(&CTX, &secret, vec![Action::Put { key: b"b".to_vec(), value: b"2".to_vec() }]).unwrap();
+    let mut lying = author.delta(&CTX, &id2).unwrap().unwrap();
+    lying.applied = false;
+    lying.expected_root_hash = Hash::digest(b"not the root");
+    let outcome = receiver.receive(&CTX, lying, &AnyAuthor).unwrap();
+    assert_eq!(outcome.applied, vec![id2]);
+    assert_eq!(outcome.divergences.len(), 1);
+    assert_eq!(outcome.divergences[0].expected, Hash::digest(b"not the root"));
+    let view = receiver.view(&CTX).unwrap();
+    assert!(view.status.diverged);
+    assert_eq!(view.status.divergences, 1);
+    assert_eq!(receiver.get(&CTX, b"b").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(view.root_hash, author.view(&CTX).unwrap().root_hash);
+}
+
+#[test]
+fn a_delta_not_on_the_local_heads_is_not_compared() {
+    let a = memory_engine();
+    let b = memory_engine();
+    let receiver = memory_engine();
+    let (ida, _) = a
+        .write(&CTX, &SecretKey::from_bytes(&[1; 32]), vec![Action::Put { key: b"x".to_vec(), value: b"a".to_vec() }])
+        .unwrap();
+    let (idb, _) = b
+        .write(&CTX, &SecretKey::from_bytes(&[2; 32]), vec![Action::Put { key: b"y".to_vec(), value: b"b".to_vec() }])
+        .unwrap();
+    for (engine, id) in [(&a, ida), (&b, idb)] {
+        let mut d = engine.delta(&CTX, &id).unwrap().unwrap();
+        d.applied = false;
+        assert!(receiver.receive(&CTX, d, &AnyAuthor).unwrap().divergences.is_empty());
+    }
+    assert!(!receiver.view(&CTX).unwrap().status.diverged);
+    assert_eq!(receiver.view(&CTX).unwrap().heads.len(), 2);
+}
