@@ -143,12 +143,28 @@ pub struct ContextEngine<B: Backend> {
     apply_lock: Mutex<()>,
 }
 
-struct TrieView<'a, B: Backend> {
-    store: &'a Store<B, Column>,
-    context_id: ContextId,
+/// A context's Merkle trie as persisted in the store (Generic column, MerkleNode family).
+pub struct StoredTrie<'a, B: Backend> {
+    /// The store.
+    pub store: &'a Store<B, Column>,
+    /// The context whose trie this is.
+    pub context_id: ContextId,
 }
 
-impl<B: Backend> TrieStore for TrieView<'_, B> {
+impl<B: Backend> StoredTrie<'_, B> {
+    /// Records an update's node writes in `batch`.
+    pub fn stage(&self, update: &merkle::TrieUpdate, batch: &mut WriteBatch<'_, B, Column>) {
+        for (path, node) in &update.writes {
+            let key = MerkleNode { context_id: self.context_id, path: RawTail(path.clone()) };
+            match node {
+                Some(n) => batch.put(&key, n),
+                None => batch.delete(&key),
+            }
+        }
+    }
+}
+
+impl<B: Backend> TrieStore for StoredTrie<'_, B> {
     type Error = StoreError;
     fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, StoreError> {
         self.store.get(&MerkleNode { context_id: self.context_id, path: RawTail(path.to_vec()) })
@@ -372,14 +388,9 @@ impl<B: Backend> ContextEngine<B> {
 
         let mut batch = self.store.batch();
         let changes = self.merge_actions(context_id, delta, &mut batch, &mut status)?;
-        let trie = merkle::update(&TrieView { store: &self.store, context_id: *context_id }, changes)?;
-        for (path, node) in &trie.writes {
-            let key = MerkleNode { context_id: *context_id, path: RawTail(path.clone()) };
-            match node {
-                Some(n) => batch.put(&key, n),
-                None => batch.delete(&key),
-            }
-        }
+        let stored = StoredTrie { store: &self.store, context_id: *context_id };
+        let trie = merkle::update(&stored, changes)?;
+        stored.stage(&trie, &mut batch);
 
         let mut divergence = None;
         if local {

@@ -6,5 +6,5 @@ pub mod merkle;
 
 pub use delta::{compute_delta_id, sign_delta, DeltaLimits, InvalidDelta};
 pub use engine::{
-    AnyAuthor, ApplyOutcome, Authorizer, ContextEngine, ContextView, Divergence, EngineConfig, EngineError,
+    AnyAuthor, ApplyOutcome, Authorizer, ContextEngine, ContextView, Divergence, EngineConfig, EngineError, StoredTrie,
 };

@@ -1,0 +1,128 @@
+//! The state engine's apply path (criterion group `apply`).
+//!
+//! - `delta_1_action` / `delta_64_actions`: signed deltas received (shape check, strict
+//!   signature check, LWW merge, Merkle update, one atomic RocksDB batch each) into a
+//!   context that already holds 1,000,000 keys. Deltas are signed outside the timed region,
+//!   as a receiver gets them; each writes fresh random keys. Their expected root is not the
+//!   receiver's (they are not made by a replica of it), so each also takes the divergence
+//!   path, which costs one counter update.
+//! - `root_update/{1k,100k,1m}`: the cost of updating the Merkle root for one changed key
+//!   (trie reads from RocksDB, hashing, and the batch write of the changed nodes) in
+//!   tries of 1,000, 100,000 and 1,000,000 keys.
+//!
+//! Run: `./x bench --bench apply` (or `cargo bench -p weft --bench apply`).
+
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use weft_node::context::merkle::{self, Change, EmptyTrie};
+use weft_node::context::{sign_delta, AnyAuthor, ContextEngine, EngineConfig, StoredTrie};
+use weft_primitives::{Action, ApplicationMeta, BlobMeta, ContextId, DeltaId, HybridTimestamp, SecretKey};
+use weft_store::schema::Column;
+use weft_store::{RocksBackend, RocksConfig, Store};
+
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+fn app() -> ApplicationMeta {
+    let blob = BlobMeta { blob_id: Default::default(), size: 0, hash: Default::default() };
+    ApplicationMeta {
+        application_id: Default::default(),
+        name: "bench".into(),
+        version: "1".into(),
+        bytecode: blob.clone(),
+        compiled: blob,
+        size: 0,
+        source: String::new(),
+        metadata: Vec::new(),
+        services: Vec::new(),
+    }
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("user/{:016x}", mix(i)).into_bytes()
+}
+
+const PRELOAD: u64 = 1_000_000;
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = RocksConfig { cache_bytes: 1 << 30, write_buffer_bytes: 256 << 20, ..RocksConfig::default() };
+    let store = Store::open(RocksBackend::open::<Column>(dir.path(), &config).expect("open")).expect("store");
+    let engine = ContextEngine::new(store, EngineConfig::default());
+    let ctx = ContextId::from_bytes([7; 32]);
+    engine.create_context(ctx, app()).expect("context");
+    let author = SecretKey::from_bytes(&[1; 32]);
+    let started = Instant::now();
+    for chunk in 0..PRELOAD / 1000 {
+        let actions =
+            (chunk * 1000..(chunk + 1) * 1000).map(|i| Action::Put { key: key(i), value: vec![0xAB; 32] }).collect();
+        engine.write(&ctx, &author, actions).expect("preload");
+    }
+    eprintln!("preloaded {PRELOAD} keys in {:?}", started.elapsed());
+
+    let mut group = c.benchmark_group("apply");
+    group.sample_size(20).measurement_time(Duration::from_secs(10));
+    let mut next_key = PRELOAD;
+    let mut hlc = HybridTimestamp { physical_ms: u64::MAX / 2, logical: 0 };
+    for actions_per_delta in [1u64, 64] {
+        group.throughput(Throughput::Elements(actions_per_delta));
+        let name = if actions_per_delta == 1 { "delta_1_action" } else { "delta_64_actions" };
+        group.bench_function(BenchmarkId::new(name, "1m_keys"), |b| {
+            b.iter_custom(|iters| {
+                let mut parents: Vec<DeltaId> = engine.view(&ctx).expect("view").heads;
+                let mut deltas = Vec::with_capacity(iters as usize);
+                for _ in 0..iters {
+                    hlc.logical += 1;
+                    let actions = (0..actions_per_delta)
+                        .map(|_| {
+                            next_key += 1;
+                            Action::Put { key: key(next_key), value: vec![0xCD; 32] }
+                        })
+                        .collect();
+                    let d = sign_delta(&ctx, parents, &author, hlc, actions, Vec::new());
+                    parents = vec![d.delta_id];
+                    deltas.push(d);
+                }
+                let start = Instant::now();
+                for d in deltas {
+                    engine.receive(&ctx, d, &AnyAuthor).expect("apply");
+                }
+                start.elapsed()
+            })
+        });
+    }
+
+    // Root update per changed key at three sizes, each in its own context's trie.
+    group.throughput(Throughput::Elements(1));
+    for (label, size) in [("1k", 1_000u64), ("100k", 100_000), ("1m", 1_000_000)] {
+        let ctx = ContextId::from_bytes([size as u8 ^ 0x55; 32]);
+        let trie = StoredTrie { store: engine.store(), context_id: ctx };
+        let changes = (0..size).map(|i| Change::put(&key(i), &[1; 32])).collect();
+        let built = merkle::update(&EmptyTrie, changes).unwrap_or_else(|never| match never {});
+        let mut batch = engine.store().batch();
+        trie.stage(&built, &mut batch);
+        engine.store().write(batch).expect("build trie");
+        let mut i = 0u64;
+        group.bench_function(BenchmarkId::new("root_update", label), |b| {
+            b.iter(|| {
+                i += 1;
+                let change = Change::put(&key(mix(i) % size), &i.to_be_bytes());
+                let update = merkle::update(&trie, vec![change]).expect("update");
+                let mut batch = engine.store().batch();
+                trie.stage(&update, &mut batch);
+                engine.store().write(batch).expect("write");
+                update.root
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
