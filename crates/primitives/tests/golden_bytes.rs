@@ -493,3 +493,42 @@ fn namespace_gov_head_value() {
         ),
     );
 }
+
+// ---- The state engine's bookkeeping (Generic column 0x01–0x05) ----
+
+fn h(fill: u8) -> String {
+    format!("{fill:02x}").repeat(32)
+}
+
+#[test]
+fn trie_leaf_node() {
+    let leaf = TrieLeaf { key_hash: Hash([0x11; 32]), value_hash: Hash([0x22; 32]), key: b"ab".to_vec() };
+    // tag 1 (Leaf) ‖ key_hash ‖ value_hash ‖ u32 len 2 ‖ "ab"
+    check(&TrieNode::Leaf(leaf), &format!("01{}{}020000006162", h(0x11), h(0x22)));
+}
+
+#[test]
+fn trie_branch_node() {
+    let branch = TrieNode::Branch(vec![(0x3, Hash([0x33; 32])), (0xf, Hash([0x44; 32]))]);
+    // tag 0 (Branch) ‖ u32 len 2 ‖ (nibble ‖ hash) × 2
+    check(&branch, &format!("000200000003{}0f{}", h(0x33), h(0x44)));
+}
+
+#[test]
+fn key_version() {
+    let v = KeyVersion { hlc: hlc(), author: PublicKey([0x55; 32]), delta_id: DeltaId([0x66; 32]), deleted: true };
+    // hlc (u64 LE ‖ u32 LE) ‖ author ‖ delta_id ‖ deleted
+    check(&v, &format!("7b68e5cf8b01000007000000{}{}01", h(0x55), h(0x66)));
+}
+
+#[test]
+fn dag_node_value() {
+    let v = DagNodeValue { parents: vec![DeltaId([0x77; 32])], height: 258 };
+    check(&v, &format!("01000000{}0201000000000000", h(0x77)));
+}
+
+#[test]
+fn context_status_value() {
+    let v = ContextStatusValue { delta_count: 1, pending_count: 2, key_count: 3, diverged: true, divergences: 4 };
+    check(&v, "010000000000000002000000000000000300000000000000010400000000000000");
+}
