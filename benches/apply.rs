@@ -14,20 +14,15 @@
 
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::mix;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use weft_node::context::merkle::{self, Change, EmptyTrie};
 use weft_node::context::{sign_delta, AnyAuthor, ContextEngine, EngineConfig, StoredTrie};
 use weft_primitives::{Action, ApplicationMeta, BlobMeta, ContextId, DeltaId, HybridTimestamp, SecretKey};
 use weft_store::schema::Column;
 use weft_store::{RocksBackend, RocksConfig, Store};
-
-fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
-}
 
 fn app() -> ApplicationMeta {
     let blob = BlobMeta { blob_id: Default::default(), size: 0, hash: Default::default() };

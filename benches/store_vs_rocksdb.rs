@@ -15,6 +15,9 @@
 
 use std::hint::black_box;
 
+mod common;
+
+use common::mix;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rocksdb::{ReadOptions, WriteBatch};
 use weft_primitives::ContextId;
@@ -24,15 +27,6 @@ use weft_store::{AsKeyParts, PrefixBy, RawTail, Read, RocksBackend, RocksConfig,
 const CONTEXTS: u64 = 1_000;
 const KEYS_PER_CONTEXT: u64 = 100;
 const VALUE: [u8; 100] = [0x5A; 100];
-
-/// A cheap, reproducible mix so keys land all over the key space.
-fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
-}
 
 fn context(c: u64) -> ContextId {
     let mut id = [0u8; 32];
