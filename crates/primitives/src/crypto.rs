@@ -18,10 +18,20 @@ bytes32!(
 );
 
 impl PublicKey {
-    /// Checks `sig` over `msg` with `verify_strict`, which rejects weak keys and
-    /// malleable signatures, so every node reaches the same verdict.
+    /// Checks `sig` over `msg` under weft's validity rule, which every node applies
+    /// identically (see [`verify_batch`] for why it is not `verify_strict`):
+    ///
+    /// 1. the key must decode to a curve point that is not of small order
+    ///    ([`CryptoError::BadKey`] otherwise);
+    /// 2. the signature must satisfy Ed25519's *cofactored* equation
+    ///    `[8](s·B − R − k·A) = 0` with `s` canonical, as ZIP-215 specifies
+    ///    ([`CryptoError::BadSignature`] otherwise).
+    ///
+    /// Every signature RFC 8032 signers produce passes.
     pub fn verify(&self, msg: &[u8], sig: &Signature) -> Result<(), CryptoError> {
-        self.verifying_key()?.verify_strict(msg, &sig.to_dalek()).map_err(|_| CryptoError::BadSignature)
+        self.verifying_key()?;
+        let key = ed25519_zebra::VerificationKey::try_from(self.0).map_err(|_| CryptoError::BadKey)?;
+        key.verify(&sig.to_dalek(), msg).map_err(|_| CryptoError::BadSignature)
     }
 
     /// Decodes the point, rejecting invalid and weak (small-order) keys.
@@ -114,21 +124,27 @@ impl fmt::Debug for SecretKey {
     }
 }
 
-/// Verifies many `(message, signature, signer)` triples at once, much faster
-/// than one by one (used when a peer sends a run of deltas or ops).
+/// Verifies many `(message, signature, signer)` triples at once, about twice as
+/// fast per signature as one by one (used when a peer sends a run of deltas or ops).
 ///
-/// `Ok` means every signature is valid; on `Err` at least one is not, and a
-/// caller that needs to know which checks them with [`PublicKey::verify`].
-/// An empty batch verifies. Weak keys are rejected as in `verify`, but batch
-/// verification is cofactored and randomized: a deliberately crafted
-/// signature with a small-order component can pass here and fail
-/// `verify_strict`. Honest signatures pass both; where consensus-critical
-/// validity must be bit-exact across nodes, use [`PublicKey::verify`].
+/// `Ok` means every signature is valid under [`PublicKey::verify`]; on `Err` at
+/// least one is not, and a caller that needs to know which checks them one by one.
+/// An empty batch verifies.
+///
+/// Validity must be decided identically on every node whether it checks one
+/// signature or a batch. With the cofactorless equation that `verify_strict`
+/// uses, a crafted signature whose `R` carries a small-order component fails alone
+/// but passes a randomized batch about one time in eight, so nodes would disagree.
+/// weft therefore uses the cofactored equation of ZIP-215 for both (implemented
+/// by `ed25519-zebra`): single and batch verification accept exactly the same
+/// signatures, except with negligible probability.
 pub fn verify_batch(items: &[(&[u8], Signature, PublicKey)]) -> Result<(), CryptoError> {
-    let keys = items.iter().map(|(_, _, key)| key.verifying_key()).collect::<Result<Vec<_>, _>>()?;
-    let messages: Vec<&[u8]> = items.iter().map(|(msg, _, _)| *msg).collect();
-    let signatures: Vec<_> = items.iter().map(|(_, sig, _)| sig.to_dalek()).collect();
-    ed25519_dalek::verify_batch(&messages, &signatures, &keys).map_err(|_| CryptoError::BadSignature)
+    let mut verifier = ed25519_zebra::batch::Verifier::new();
+    for (msg, sig, key) in items {
+        key.verifying_key()?;
+        verifier.queue((ed25519_zebra::VerificationKeyBytes::from(key.0), sig.to_dalek(), *msg));
+    }
+    verifier.verify(OsRng).map_err(|_| CryptoError::BadSignature)
 }
 
 #[cfg(test)]
@@ -197,6 +213,58 @@ mod tests {
         items[2].0 = &msgs[2];
         items[1].2 = keys[0].public_key();
         assert_eq!(verify_batch(&items), Err(CryptoError::BadSignature));
+    }
+
+    /// A signature whose `R` carries a small-order component: valid under the
+    /// cofactored rule, invalid under the cofactorless one. It must get the same
+    /// verdict alone and in every randomized batch.
+    fn torsion_signature(key: &SecretKey, msg: &[u8]) -> Signature {
+        use curve25519_dalek::constants::{ED25519_BASEPOINT_POINT, EIGHT_TORSION};
+        use curve25519_dalek::scalar::{clamp_integer, Scalar};
+        use sha2::{Digest, Sha512};
+
+        let expanded = Sha512::digest(key.to_bytes());
+        let mut low = [0u8; 32];
+        low.copy_from_slice(&expanded[..32]);
+        let a = Scalar::from_bytes_mod_order(clamp_integer(low));
+        let r = Scalar::from_bytes_mod_order([7; 32]);
+        let big_r = (r * ED25519_BASEPOINT_POINT + EIGHT_TORSION[1]).compress();
+        let k = Scalar::from_hash(
+            Sha512::new().chain_update(big_r.as_bytes()).chain_update(key.public_key().0).chain_update(msg),
+        );
+        let s = r + k * a;
+        let mut bytes = [0u8; 64];
+        bytes[..32].copy_from_slice(big_r.as_bytes());
+        bytes[32..].copy_from_slice(s.as_bytes());
+        Signature(bytes)
+    }
+
+    #[test]
+    fn single_and_batch_verification_agree_on_torsion_signatures() {
+        let key = SecretKey::from_bytes(&[3; 32]);
+        let sig = torsion_signature(&key, b"crafted");
+        // The cofactorless rule rejects it …
+        let dalek = VerifyingKey::from_bytes(&key.public_key().0).unwrap();
+        assert!(dalek.verify_strict(b"crafted", &sig.to_dalek()).is_err());
+        // … weft's rule accepts it, alone and in every batch.
+        assert_eq!(key.public_key().verify(b"crafted", &sig), Ok(()));
+        let honest = SecretKey::from_bytes(&[4; 32]);
+        let honest_sig = honest.sign(b"honest");
+        for _ in 0..64 {
+            let items = [
+                (b"crafted".as_slice(), sig, key.public_key()),
+                (b"honest".as_slice(), honest_sig, honest.public_key()),
+            ];
+            assert_eq!(verify_batch(&items), Ok(()));
+        }
+        // Tampering with the message still fails both ways.
+        assert_eq!(key.public_key().verify(b"crafted!", &sig), Err(CryptoError::BadSignature));
+        for _ in 0..64 {
+            assert_eq!(
+                verify_batch(&[(b"crafted!".as_slice(), sig, key.public_key())]),
+                Err(CryptoError::BadSignature)
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Value structs of the context state engine's own bookkeeping (Generic column,
-//! sub-prefixes 0x01–0x05; see `docs/storage.md`): Merkle trie nodes, per-key
-//! versions, DAG nodes and per-context status.
+//! sub-prefixes 0x01–0x06; see `docs/storage.md`): Merkle trie nodes, per-key
+//! versions, DAG nodes, per-context status and divergence records.
 
 use borsh::{BorshDeserialize, BorshSerialize};
 
@@ -100,4 +100,25 @@ pub struct ContextStatusValue {
     pub diverged: bool,
     /// Root mismatches seen, ever.
     pub divergences: u64,
+}
+
+/// A root mismatch, recorded for repair: the delta that was applied exactly on its
+/// parents, the root its author reported and the root this node computed.
+///
+/// Repair compares this node's trie with a peer's level by level from the position
+/// named here (the delta's parents) to find the keys that differ.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub struct DivergenceValue {
+    /// The root the delta's author reported after applying it.
+    pub expected: Hash,
+    /// The root this node computed after applying it.
+    pub actual: Hash,
+    /// The delta's parents: the state both sides started from.
+    pub parents: Vec<DeltaId>,
+    /// The delta's author.
+    pub author: PublicKey,
+    /// The delta's timestamp.
+    pub hlc: HybridTimestamp,
+    /// Local wall-clock time when the mismatch was seen (ms since the epoch).
+    pub seen_at_ms: u64,
 }

@@ -532,3 +532,17 @@ fn context_status_value() {
     let v = ContextStatusValue { delta_count: 1, pending_count: 2, key_count: 3, diverged: true, divergences: 4 };
     check(&v, "010000000000000002000000000000000300000000000000010400000000000000");
 }
+
+#[test]
+fn divergence_value() {
+    let v = DivergenceValue {
+        expected: Hash([0x11; 32]),
+        actual: Hash([0x22; 32]),
+        parents: vec![DeltaId([0x33; 32])],
+        author: PublicKey([0x44; 32]),
+        hlc: hlc(),
+        seen_at_ms: 0x0102,
+    };
+    // expected ‖ actual ‖ u32 len 1 ‖ parent ‖ author ‖ hlc ‖ seen_at_ms (u64 LE)
+    check(&v, &format!("{}{}01000000{}{}7b68e5cf8b010000070000000201000000000000", h(0x11), h(0x22), h(0x33), h(0x44)));
+}
