@@ -1,11 +1,15 @@
 //! The state engine's apply path (criterion group `apply`).
 //!
-//! - `delta_1_action` / `delta_64_actions`: signed deltas received (shape check, strict
+//! - `delta_1_action` / `delta_64_actions`: signed deltas received (shape and id check,
 //!   signature check, LWW merge, Merkle update, one atomic RocksDB batch each) into a
-//!   context that already holds 1,000,000 keys. Deltas are signed outside the timed region,
-//!   as a receiver gets them; each writes fresh random keys. Their expected root is not the
-//!   receiver's (they are not made by a replica of it), so each also takes the divergence
-//!   path, which costs one counter update.
+//!   context that already holds 1,000,000 keys, in runs of 256 as a peer streams them
+//!   (`receive_many`: signatures batch-verified over the cores). Deltas are signed outside
+//!   the timed region, as a receiver gets them; each writes fresh random keys. Their
+//!   expected root is not the receiver's (they are not made by a replica of it), so each
+//!   also takes the divergence path, which costs one extra row.
+//! - `delta_1_action_unbatched`: the same, one `receive` call (and signature check) per delta.
+//! - `signatures/batch_256`: the signature checks alone for runs of 256 one-action deltas —
+//!   the floor the apply path is measured against.
 //! - `root_update/{1k,100k,1m}`: the cost of updating the Merkle root for one changed key
 //!   (trie reads from RocksDB, hashing, and the batch write of the changed nodes) in
 //!   tries of 1,000, 100,000 and 1,000,000 keys.
@@ -19,7 +23,7 @@ mod common;
 use common::mix;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use weft_node::context::merkle::{self, Change, EmptyTrie};
-use weft_node::context::{sign_delta, AnyAuthor, ContextEngine, EngineConfig, StoredTrie};
+use weft_node::context::{check_signatures, sign_delta, AnyAuthor, ContextEngine, EngineConfig, StoredTrie};
 use weft_primitives::{Action, ApplicationMeta, BlobMeta, ContextId, DeltaId, HybridTimestamp, SecretKey};
 use weft_store::schema::Column;
 use weft_store::{RocksBackend, RocksConfig, Store};
@@ -44,6 +48,8 @@ fn key(i: u64) -> Vec<u8> {
 }
 
 const PRELOAD: u64 = 1_000_000;
+/// Deltas per `receive_many` call: a run as a peer streams it.
+const RUN: usize = 256;
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -65,33 +71,48 @@ fn bench(c: &mut Criterion) {
     group.sample_size(20).measurement_time(Duration::from_secs(10));
     let mut next_key = PRELOAD;
     let mut hlc = HybridTimestamp { physical_ms: u64::MAX / 2, logical: 0 };
-    for actions_per_delta in [1u64, 64] {
+    let mut signed = |count: u64, actions_per_delta: u64, parents: Vec<DeltaId>| {
+        let mut parents = parents;
+        let mut deltas = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            hlc.logical += 1;
+            let actions = (0..actions_per_delta)
+                .map(|_| {
+                    next_key += 1;
+                    Action::Put { key: key(next_key), value: vec![0xCD; 32] }
+                })
+                .collect();
+            let d = sign_delta(&ctx, parents, &author, hlc, actions, Vec::new());
+            parents = vec![d.delta_id];
+            deltas.push(d);
+        }
+        deltas
+    };
+    for (name, actions_per_delta, run) in
+        [("delta_1_action", 1u64, RUN), ("delta_1_action_unbatched", 1, 1), ("delta_64_actions", 64, RUN)]
+    {
         group.throughput(Throughput::Elements(actions_per_delta));
-        let name = if actions_per_delta == 1 { "delta_1_action" } else { "delta_64_actions" };
         group.bench_function(BenchmarkId::new(name, "1m_keys"), |b| {
             b.iter_custom(|iters| {
-                let mut parents: Vec<DeltaId> = engine.view(&ctx).expect("view").heads;
-                let mut deltas = Vec::with_capacity(iters as usize);
-                for _ in 0..iters {
-                    hlc.logical += 1;
-                    let actions = (0..actions_per_delta)
-                        .map(|_| {
-                            next_key += 1;
-                            Action::Put { key: key(next_key), value: vec![0xCD; 32] }
-                        })
-                        .collect();
-                    let d = sign_delta(&ctx, parents, &author, hlc, actions, Vec::new());
-                    parents = vec![d.delta_id];
-                    deltas.push(d);
-                }
+                let deltas = signed(iters, actions_per_delta, engine.view(&ctx).expect("view").heads);
                 let start = Instant::now();
-                for d in deltas {
-                    engine.receive(&ctx, d, &AnyAuthor).expect("apply");
+                let mut deltas = deltas.into_iter().peekable();
+                while deltas.peek().is_some() {
+                    let chunk: Vec<_> = deltas.by_ref().take(run).collect();
+                    for outcome in engine.receive_many(&ctx, chunk, &AnyAuthor) {
+                        outcome.expect("apply");
+                    }
                 }
                 start.elapsed()
             })
         });
     }
+    group.throughput(Throughput::Elements(RUN as u64));
+    group.bench_function(BenchmarkId::new("signatures", "batch_256"), |b| {
+        let deltas = signed(RUN as u64, 1, Vec::new());
+        let refs: Vec<_> = deltas.iter().collect();
+        b.iter(|| check_signatures(&refs).into_iter().all(|r| r.is_ok()))
+    });
 
     // Root update per changed key at three sizes, each in its own context's trie.
     group.throughput(Throughput::Elements(1));

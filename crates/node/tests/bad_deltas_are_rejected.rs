@@ -139,3 +139,70 @@ fn unknown_context_is_rejected() {
     // The id binds the context: the same delta is invalid for another context.
     assert!(matches!(engine.receive(&other, d, &AnyAuthor), Err(EngineError::Invalid(InvalidDelta::WrongId { .. }))));
 }
+
+/// A run of deltas received as a batch: the one with a bad signature (and the one with a
+/// wrong id) is rejected with the same typed error as alone; the others are applied.
+#[test]
+fn a_bad_signature_in_a_batch_rejects_only_that_delta() {
+    let engine = memory_engine();
+    let secret = SecretKey::from_bytes(&[1; 32]);
+    let mut parents = Vec::new();
+    let mut deltas = Vec::new();
+    // Enough deltas that the batch is split over threads.
+    for i in 0..100u64 {
+        let d = sign_delta(
+            &CTX,
+            parents,
+            &secret,
+            HybridTimestamp { physical_ms: 5, logical: i as u32 },
+            vec![Action::Put { key: format!("k{i}").into_bytes(), value: b"v".to_vec() }],
+            Vec::new(),
+        );
+        parents = vec![d.delta_id];
+        deltas.push(d);
+    }
+    deltas[40].signature = secret.sign(b"not this delta");
+    deltas[70].hlc.logical += 1000;
+    let results = engine.receive_many(&CTX, deltas.clone(), &AnyAuthor);
+    assert_eq!(results.len(), 100);
+    for (i, r) in results.iter().enumerate() {
+        match i {
+            40 => assert!(
+                matches!(r, Err(EngineError::Invalid(InvalidDelta::BadSignature(id))) if *id == deltas[40].delta_id)
+            ),
+            70 => assert!(matches!(r, Err(EngineError::Invalid(InvalidDelta::WrongId { .. })))),
+            // Before the bad one: applied in order. After it: waiting for it.
+            i if i < 40 => assert_eq!(r.as_ref().unwrap().applied, vec![deltas[i].delta_id]),
+            _ => assert_eq!(r.as_ref().unwrap().applied, Vec::<DeltaId>::new()),
+        }
+    }
+    let view = engine.view(&CTX).unwrap();
+    assert_eq!(view.status.delta_count, 40);
+    assert_eq!(view.status.pending_count, 58);
+    assert_eq!(engine.missing(&CTX).unwrap(), vec![deltas[40].delta_id, deltas[70].delta_id]);
+    assert_eq!(engine.delta(&CTX, &deltas[40].delta_id).unwrap(), None);
+}
+
+#[test]
+fn a_full_pending_set_refuses_and_changes_nothing() {
+    let store = weft_store::Store::open(weft_store::MemoryBackend::new::<weft_store::schema::Column>()).unwrap();
+    let engine = ContextEngine::new(store, weft_node::context::EngineConfig { max_pending: 2, ..Default::default() });
+    engine.create_context(CTX, common::app()).unwrap();
+    let secret = SecretKey::from_bytes(&[1; 32]);
+    let orphan = |i: u8| {
+        sign_delta(
+            &CTX,
+            vec![DeltaId::from_bytes([i; 32])],
+            &secret,
+            HybridTimestamp { physical_ms: 5, logical: 0 },
+            vec![Action::Put { key: vec![i], value: b"v".to_vec() }],
+            Vec::new(),
+        )
+    };
+    assert_eq!(engine.receive(&CTX, orphan(1), &AnyAuthor).unwrap().missing.len(), 1);
+    assert_eq!(engine.receive(&CTX, orphan(2), &AnyAuthor).unwrap().missing.len(), 1);
+    let third = orphan(3);
+    assert!(matches!(engine.receive(&CTX, third.clone(), &AnyAuthor), Err(EngineError::PendingFull { limit: 2 })));
+    assert_eq!(engine.delta(&CTX, &third.delta_id).unwrap(), None);
+    assert_eq!(engine.view(&CTX).unwrap().status.pending_count, 2);
+}

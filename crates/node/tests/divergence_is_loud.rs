@@ -34,6 +34,15 @@ fn a_root_mismatch_marks_the_context_diverged() {
     assert_eq!(view.status.divergences, 1);
     assert_eq!(receiver.get(&CTX, b"b").unwrap(), Some(b"2".to_vec()));
     assert_eq!(view.root_hash, author.view(&CTX).unwrap().root_hash);
+    // What repair needs is recorded: the delta, both roots, the position it started from.
+    let records = receiver.divergences(&CTX).unwrap();
+    assert_eq!(records.len(), 1);
+    let (delta_id, record) = &records[0];
+    assert_eq!(*delta_id, id2);
+    assert_eq!(record.expected, Hash::digest(b"not the root"));
+    assert_eq!(record.actual, view.root_hash);
+    assert_eq!(record.parents, vec![id]);
+    assert_eq!(record.author, secret.public_key());
 }
 
 #[test]
@@ -53,5 +62,6 @@ fn a_delta_not_on_the_local_heads_is_not_compared() {
         assert!(receiver.receive(&CTX, d, &AnyAuthor).unwrap().divergences.is_empty());
     }
     assert!(!receiver.view(&CTX).unwrap().status.diverged);
+    assert!(receiver.divergences(&CTX).unwrap().is_empty());
     assert_eq!(receiver.view(&CTX).unwrap().heads.len(), 2);
 }

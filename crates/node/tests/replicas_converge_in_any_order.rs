@@ -99,7 +99,34 @@ proptest! {
             o.extend(dup);
             orders.push(o);
         }
-        let replicas: Vec<_> = orders.iter().map(|o| deliver(o, &deltas)).collect();
+        let mut replicas: Vec<_> = orders.iter().map(|o| deliver(o, &deltas)).collect();
+        // One more replica gets everything as one batch (signatures checked together).
+        let batch: Vec<ContextDagDeltaValue> = shuffled(n, seeds[0] ^ 0xFF).into_iter().map(|i| deltas[i].clone()).collect();
+        let batched = memory_engine();
+        for r in batched.receive_many(&CTX, batch, &AnyAuthor) {
+            prop_assert!(r.is_ok(), "{:?}", r);
+        }
+        replicas.push(batched);
+        // And one catches up from a partial replica by asking what it lacks.
+        let partial = deliver(&shuffled(n, seeds[1])[..n / 2], &deltas);
+        let full = &replicas[0];
+        prop_assert!(full.missing(&CTX).unwrap().is_empty());
+        let lacking = full.lacking(&CTX, &partial.view(&CTX).unwrap().heads, 4).unwrap();
+        for ids in lacking {
+            let run: Vec<ContextDagDeltaValue> = ids
+                .iter()
+                .map(|id| {
+                    let mut d = full.delta(&CTX, id).unwrap().unwrap();
+                    d.applied = false;
+                    d
+                })
+                .collect();
+            for r in partial.receive_many(&CTX, run, &AnyAuthor) {
+                prop_assert!(r.is_ok(), "{:?}", r);
+            }
+        }
+        prop_assert!(partial.missing(&CTX).unwrap().is_empty());
+        replicas.push(partial);
         let reference = replicas[0].view(&CTX).unwrap();
         let reference_entries = replicas[0].entries(&CTX).unwrap();
         for r in &replicas {

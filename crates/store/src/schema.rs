@@ -5,10 +5,10 @@
 
 use weft_primitives::{
     ApplicationId, ApplicationMeta, BlobId, ContextConfigValue, ContextDagDeltaValue, ContextId, ContextIdentityValue,
-    ContextMetaValue, ContextStatusValue, DagNodeValue, DeltaId, GroupContextLastMigrationValue, GroupDefaultCapsValue,
-    GroupId, GroupMemberCapabilityValue, GroupMetaValue, GroupOpHeadValue, GroupSigningKeyValue, GroupUpgradeValue,
-    KeyId, KeyVersion, NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId, NamespaceIdentityValue, OpId,
-    PublicKey, Role, TrieNode,
+    ContextMetaValue, ContextStatusValue, DagNodeValue, DeltaId, DivergenceValue, GroupContextLastMigrationValue,
+    GroupDefaultCapsValue, GroupId, GroupMemberCapabilityValue, GroupMetaValue, GroupOpHeadValue, GroupSigningKeyValue,
+    GroupUpgradeValue, KeyId, KeyVersion, NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId,
+    NamespaceIdentityValue, OpId, PublicKey, Role, TrieNode,
 };
 
 use crate::codec::{BorshCodec as B, Raw, Unit};
@@ -40,7 +40,7 @@ columns! {
         Application => "application", ColumnOptions::point().blobs(BLOB_MIN_SIZE);
         /// Human-readable name → id.
         Alias => "alias", ColumnOptions::point_and_scan(33);
-        /// Everything else, partitioned by a prefix byte (0x00 generic, 0x01–0x05 the state engine).
+        /// Everything else, partitioned by a prefix byte (0x00 generic, 0x01–0x06 the state engine).
         Generic => "generic", ColumnOptions::point_and_scan(33);
         /// Governance, partitioned by the prefix bytes 0x20–0x3A.
         Group => "group", ColumnOptions::point_and_scan(33);
@@ -78,7 +78,7 @@ keys! {
     pub struct ApplicationKey in Application { application_id: ApplicationId } => B<ApplicationMeta>;
     /// An alias: kind, the scope it is unique in, the name → the 32-byte id it names.
     pub struct AliasKey in Alias { kind: u8, scope: [u8; 32] ; name: Text } => B<[u8; 32]>;
-    // Generic column: uncategorized data and the state engine's bookkeeping (0x00–0x05).
+    // Generic column: uncategorized data and the state engine's bookkeeping (0x00–0x06).
     /// Uncategorized data: a 32-byte scope and a raw fragment.
     pub struct GenericKey in Generic [0x00] { scope: [u8; 32] ; fragment: RawTail } => Raw;
     /// A Merkle trie node of a context's state, by nibble path (one byte per nibble).
@@ -91,6 +91,8 @@ keys! {
     pub struct DagNode in Generic [0x04] { context_id: ContextId, delta_id: DeltaId } => B<DagNodeValue>;
     /// A context's counters and divergence state.
     pub struct ContextStatus in Generic [0x05] { context_id: ContextId } => B<ContextStatusValue>;
+    /// A root mismatch seen when applying a delta exactly on its parents, kept for repair.
+    pub struct DivergenceRecord in Generic [0x06] { context_id: ContextId, delta_id: DeltaId } => B<DivergenceValue>;
 
     // Group column: membership and metadata (0x20–0x23).
     /// Group metadata.

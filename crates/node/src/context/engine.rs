@@ -11,26 +11,31 @@
 //! waits in a bounded, durable pending set (its Delta row with `applied = false`,
 //! indexed under each missing parent) and is applied as soon as its parents are.
 //!
+//! The DAG decisions (is a delta new, ready or waiting; which pending deltas a
+//! new one releases, in which order; what a peer lacks) are weft-dag's, over
+//! [`ContextDag`], a read view of these rows; the engine performs the writes.
+//!
 //! When a delta is applied exactly on its parents (the local heads equal its
 //! parents), the post-apply root is compared with the author's
 //! `expected_root_hash`. A mismatch never changes validity; it marks the context
-//! diverged, counts the divergence and is reported to the caller, who starts
-//! repair.
+//! diverged, counts the divergence, records it (DivergenceRecord) for repair and
+//! is reported to the caller, who starts repair.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
+use weft_dag::{Admission, DagError, DagStore, Lacking, Limits, Release};
 use weft_primitives::{
     Action, ApplicationMeta, ContextDagDeltaValue, ContextId, ContextMetaValue, ContextStatusValue, DagNodeValue,
-    DeltaId, Hash, HybridClock, KeyVersion, PublicKey, SecretKey,
+    DeltaId, DivergenceValue, Hash, HybridClock, KeyVersion, PublicKey, SecretKey,
 };
 use weft_store::schema::{
-    Column, ContextDagDelta, ContextMeta, ContextPrivateState, ContextState, ContextStatus, DagNode, MerkleNode,
-    PendingByParent, StateVersion,
+    Column, ContextDagDelta, ContextMeta, ContextPrivateState, ContextState, ContextStatus, DagNode, DivergenceRecord,
+    MerkleNode, PendingByParent, StateVersion,
 };
 use weft_store::{Backend, PrefixBy, RawTail, Read, Store, StoreError, WriteBatch};
 
-use super::delta::{check_shape, check_signature, sign_delta, DeltaLimits, InvalidDelta};
+use super::delta::{check_shape, check_signature, check_signatures, sign_delta, DeltaLimits, InvalidDelta};
 use super::merkle::{self, Change, TrieNode, TrieStore};
 
 /// Decides whether an author may write to a context (governance plugs in here).
@@ -71,14 +76,31 @@ pub enum EngineError {
     #[error("context {0} already exists")]
     ContextExists(ContextId),
     /// The pending set is full; retry after catching up.
-    #[error("pending set of context {0} is full ({1} deltas)")]
-    PendingFull(ContextId, u64),
+    #[error("the context's pending set is full ({limit} deltas)")]
+    PendingFull {
+        /// The configured limit.
+        limit: usize,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A stored row is inconsistent with the others (a bug or on-disk corruption).
     #[error("inconsistent store: {0}")]
     Inconsistent(String),
+}
+
+impl From<DagError<StoreError>> for EngineError {
+    fn from(e: DagError<StoreError>) -> Self {
+        match e {
+            DagError::Store(e) => EngineError::Store(e),
+            DagError::PendingFull { limit } => EngineError::PendingFull { limit },
+            DagError::TooManyParents { count, max } => {
+                EngineError::Invalid(InvalidDelta::TooManyParents { found: count, max })
+            }
+            DagError::SelfParent | DagError::DuplicateParent => EngineError::Invalid(InvalidDelta::MalformedParents),
+            other => EngineError::Inconsistent(other.to_string()),
+        }
+    }
 }
 
 /// A state entry: application key and value.
@@ -171,6 +193,56 @@ impl<B: Backend> TrieStore for StoredTrie<'_, B> {
     }
 }
 
+/// A read view of one context's DAG bookkeeping, for weft-dag's decisions: applied
+/// deltas are DagNode rows, pending ones are Delta rows with `applied = false`
+/// indexed by PendingByParent rows, heads live in ContextMeta and the pending count
+/// in ContextStatus.
+pub struct ContextDag<'a, B: Backend> {
+    /// The store.
+    pub store: &'a Store<B, Column>,
+    /// The context whose DAG this is.
+    pub context_id: ContextId,
+}
+
+impl<B: Backend> DagStore for ContextDag<'_, B> {
+    type Id = DeltaId;
+    type Error = StoreError;
+
+    fn applied(&self, id: &DeltaId) -> Result<Option<weft_dag::Applied<DeltaId>>, StoreError> {
+        Ok(self
+            .store
+            .get(&DagNode { context_id: self.context_id, delta_id: *id })?
+            .map(|n| weft_dag::Applied { parents: n.parents, height: n.height }))
+    }
+
+    fn pending(&self, id: &DeltaId) -> Result<Option<Vec<DeltaId>>, StoreError> {
+        Ok(self
+            .store
+            .get(&ContextDagDelta { context_id: self.context_id, delta_id: *id })?
+            .filter(|d| !d.applied)
+            .map(|d| d.parents))
+    }
+
+    fn waiting_on(&self, parent: &DeltaId) -> Result<Vec<DeltaId>, StoreError> {
+        let rows = self.store.scan(PendingByParent::prefix((&self.context_id, parent))).collect_all()?;
+        Ok(rows.into_iter().map(|(k, ())| k.child).collect())
+    }
+
+    fn awaited(&self) -> Result<Vec<DeltaId>, StoreError> {
+        let rows = self.store.scan(PendingByParent::prefix(&self.context_id)).collect_all()?;
+        Ok(rows.into_iter().map(|(k, ())| k.parent).collect())
+    }
+
+    fn pending_count(&self) -> Result<usize, StoreError> {
+        let status = self.store.get(&ContextStatus { context_id: self.context_id })?.unwrap_or_default();
+        Ok(usize::try_from(status.pending_count).unwrap_or(usize::MAX))
+    }
+
+    fn heads(&self) -> Result<Vec<DeltaId>, StoreError> {
+        Ok(self.store.get(&ContextMeta { context_id: self.context_id })?.map(|m| m.dag_heads).unwrap_or_default())
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave a half-written batch behind (batches are
     // atomic), so the guarded data is still consistent.
@@ -255,6 +327,42 @@ impl<B: Backend> ContextEngine<B> {
         self.store.get(&ContextMeta { context_id: *context_id })?.ok_or(EngineError::UnknownContext(*context_id))
     }
 
+    fn dag(&self, context_id: &ContextId) -> ContextDag<'_, B> {
+        ContextDag { store: &self.store, context_id: *context_id }
+    }
+
+    fn dag_limits(&self) -> Limits {
+        Limits {
+            max_parents: self.config.limits.max_parents,
+            max_pending: usize::try_from(self.config.max_pending).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Parents the pending set waits for that this node has not received at all: what
+    /// to ask peers for. Sorted.
+    pub fn missing(&self, context_id: &ContextId) -> Result<Vec<DeltaId>, EngineError> {
+        self.meta(context_id)?;
+        Ok(weft_dag::missing(&self.dag(context_id))?)
+    }
+
+    /// The applied deltas a peer whose heads are `peer_heads` lacks, in topological order,
+    /// in batches of `batch` ids (for streaming to it).
+    pub fn lacking(
+        &self,
+        context_id: &ContextId,
+        peer_heads: &[DeltaId],
+        batch: usize,
+    ) -> Result<Lacking<DeltaId>, EngineError> {
+        self.meta(context_id)?;
+        Ok(weft_dag::lacking(&self.dag(context_id), peer_heads, batch)?)
+    }
+
+    /// The root mismatches recorded for a context (for repair), by delta id.
+    pub fn divergences(&self, context_id: &ContextId) -> Result<Vec<(DeltaId, DivergenceValue)>, EngineError> {
+        let rows = self.store.scan(DivergenceRecord::prefix(context_id)).collect_all()?;
+        Ok(rows.into_iter().map(|(k, v)| (k.delta_id, v)).collect())
+    }
+
     /// The local write path: builds a delta on the current heads, signs it, applies it.
     pub fn write(
         &self,
@@ -276,7 +384,12 @@ impl<B: Backend> ContextEngine<B> {
         };
         let mut delta = sign_delta(context_id, meta.dag_heads.clone(), secret, hlc, actions, Vec::new());
         check_shape(context_id, &delta, &self.config.limits)?;
-        let root = self.apply(context_id, &mut delta, true, false)?.actual;
+        let height = match weft_dag::admit(&self.dag(context_id), &delta.delta_id, &delta.parents, &self.dag_limits())?
+        {
+            Admission::Ready { height } => height,
+            other => return Err(EngineError::Inconsistent(format!("a local delta on the heads is {other:?}"))),
+        };
+        let root = self.apply(context_id, &mut delta, height, true, false)?.actual;
         Ok((delta.delta_id, root))
     }
 
@@ -288,103 +401,121 @@ impl<B: Backend> ContextEngine<B> {
         delta: ContextDagDeltaValue,
         authorizer: &dyn Authorizer,
     ) -> Result<ApplyOutcome, EngineError> {
-        check_shape(context_id, &delta, &self.config.limits)?;
-        if !authorizer.may_write(context_id, &delta.author, &delta) {
-            return Err(EngineError::Unauthorized(delta.author));
-        }
+        self.precheck(context_id, &delta, authorizer)?;
         check_signature(&delta)?;
-        lock(&self.clock).observe(delta.hlc, weft_primitives::wall_clock_ms());
-
-        let _guard = lock(&self.apply_lock);
-        self.meta(context_id)?;
-        let mut outcome = ApplyOutcome::default();
-        if self.store.contains(&ContextDagDelta { context_id: *context_id, delta_id: delta.delta_id })? {
-            outcome.duplicate = true;
-            return Ok(outcome);
-        }
-        let missing = self.missing_parents(context_id, &delta.parents)?;
-        if !missing.is_empty() {
-            let status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
-            if status.pending_count >= self.config.max_pending {
-                return Err(EngineError::PendingFull(*context_id, status.pending_count));
-            }
-            let mut batch = self.store.batch();
-            batch.put(&ContextDagDelta { context_id: *context_id, delta_id: delta.delta_id }, &delta);
-            for parent in &missing {
-                batch.put(&PendingByParent { context_id: *context_id, parent: *parent, child: delta.delta_id }, &());
-            }
-            batch.put(
-                &ContextStatus { context_id: *context_id },
-                &ContextStatusValue { pending_count: status.pending_count + 1, ..status },
-            );
-            self.store.write(batch)?;
-            outcome.missing = missing;
-            return Ok(outcome);
-        }
-
-        let mut delta = delta;
-        let id = delta.delta_id;
-        if let Some(d) = self.apply(context_id, &mut delta, false, false)?.divergence {
-            outcome.divergences.push(d);
-        }
-        outcome.applied.push(id);
-        self.release(context_id, id, &mut outcome)?;
-        Ok(outcome)
+        self.admit_valid(context_id, delta)
     }
 
-    /// Parents that are not applied yet.
-    fn missing_parents(&self, context_id: &ContextId, parents: &[DeltaId]) -> Result<Vec<DeltaId>, EngineError> {
-        let keys: Vec<DagNode> = parents.iter().map(|p| DagNode { context_id: *context_id, delta_id: *p }).collect();
-        let found = self.store.multi_get(&keys)?;
-        Ok(parents.iter().zip(found).filter(|(_, f)| f.is_none()).map(|(p, _)| *p).collect())
+    /// Receives a run of deltas from a peer (in the order given), checking their signatures
+    /// as a batch, in parallel — a verdict identical to checking each alone (see
+    /// `weft_primitives::verify_batch`). One result per delta, in order; a rejected delta
+    /// changes nothing and does not stop the others.
+    pub fn receive_many(
+        &self,
+        context_id: &ContextId,
+        deltas: Vec<ContextDagDeltaValue>,
+        authorizer: &dyn Authorizer,
+    ) -> Vec<Result<ApplyOutcome, EngineError>> {
+        let prechecked: Vec<Result<(), EngineError>> =
+            deltas.iter().map(|d| self.precheck(context_id, d, authorizer)).collect();
+        let to_verify: Vec<&ContextDagDeltaValue> =
+            deltas.iter().zip(&prechecked).filter(|(_, p)| p.is_ok()).map(|(d, _)| d).collect();
+        let mut verdicts = check_signatures(&to_verify).into_iter();
+        deltas
+            .into_iter()
+            .zip(prechecked)
+            .map(|(delta, pre)| {
+                pre?;
+                verdicts.next().unwrap_or(Ok(()))?;
+                self.admit_valid(context_id, delta)
+            })
+            .collect()
     }
 
-    /// Applies, in a deterministic order, every pending delta whose last missing parent was
-    /// just applied — and those they release in turn (a worklist, not recursion).
-    fn release(&self, context_id: &ContextId, first: DeltaId, outcome: &mut ApplyOutcome) -> Result<(), EngineError> {
-        let mut work: BTreeSet<DeltaId> = BTreeSet::new();
-        let mut queue = vec![first];
-        while let Some(parent) = queue.pop() {
-            for (row, ()) in self.store.scan(PendingByParent::prefix((context_id, &parent))).collect_all()? {
-                work.insert(row.child);
-            }
-            while let Some(child) = work.pop_first() {
-                let Some(mut delta) = self.delta(context_id, &child)? else {
-                    return Err(EngineError::Inconsistent(format!("pending delta {child} has no row")));
-                };
-                if delta.applied || !self.missing_parents(context_id, &delta.parents)?.is_empty() {
-                    continue;
-                }
-                if let Some(d) = self.apply(context_id, &mut delta, false, true)?.divergence {
-                    outcome.divergences.push(d);
-                }
-                outcome.applied.push(child);
-                queue.push(child);
-            }
+    /// The checks before the signature: shape, size limits, id, authorization.
+    fn precheck(
+        &self,
+        context_id: &ContextId,
+        delta: &ContextDagDeltaValue,
+        authorizer: &dyn Authorizer,
+    ) -> Result<(), EngineError> {
+        check_shape(context_id, delta, &self.config.limits)?;
+        if !authorizer.may_write(context_id, &delta.author, delta) {
+            return Err(EngineError::Unauthorized(delta.author));
         }
         Ok(())
     }
 
-    /// Applies one delta whose parents are all applied, in one atomic batch.
+    /// Admits a delta known to be valid: applies it and what it releases, or stores it pending.
+    fn admit_valid(&self, context_id: &ContextId, delta: ContextDagDeltaValue) -> Result<ApplyOutcome, EngineError> {
+        lock(&self.clock).observe(delta.hlc, weft_primitives::wall_clock_ms());
+        let _guard = lock(&self.apply_lock);
+        self.meta(context_id)?;
+        let mut outcome = ApplyOutcome::default();
+        let admission = weft_dag::admit(&self.dag(context_id), &delta.delta_id, &delta.parents, &self.dag_limits())?;
+        match admission {
+            Admission::Known { .. } => outcome.duplicate = true,
+            Admission::Pending { missing } => {
+                let status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
+                let mut batch = self.store.batch();
+                batch.put(&ContextDagDelta { context_id: *context_id, delta_id: delta.delta_id }, &delta);
+                for parent in &missing {
+                    batch
+                        .put(&PendingByParent { context_id: *context_id, parent: *parent, child: delta.delta_id }, &());
+                }
+                batch.put(
+                    &ContextStatus { context_id: *context_id },
+                    &ContextStatusValue { pending_count: status.pending_count + 1, ..status },
+                );
+                self.store.write(batch)?;
+                outcome.missing = missing;
+            }
+            Admission::Ready { height } => {
+                let mut delta = delta;
+                let id = delta.delta_id;
+                if let Some(d) = self.apply(context_id, &mut delta, height, false, false)?.divergence {
+                    outcome.divergences.push(d);
+                }
+                outcome.applied.push(id);
+                let mut dag = self.dag(context_id);
+                weft_dag::release_all(&mut dag, &id, |_, released: &Release<DeltaId>| {
+                    self.apply_released(context_id, released, &mut outcome)
+                })?;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Applies a pending delta that weft-dag released (its parents are all applied now).
+    fn apply_released(
+        &self,
+        context_id: &ContextId,
+        released: &Release<DeltaId>,
+        outcome: &mut ApplyOutcome,
+    ) -> Result<(), EngineError> {
+        let Some(mut delta) = self.delta(context_id, &released.id)? else {
+            return Err(EngineError::Inconsistent(format!("pending delta {} has no row", released.id)));
+        };
+        if let Some(d) = self.apply(context_id, &mut delta, released.height, false, true)?.divergence {
+            outcome.divergences.push(d);
+        }
+        outcome.applied.push(released.id);
+        Ok(())
+    }
+
+    /// Applies one delta whose parents are all applied, at DAG height `height`, in one atomic
+    /// batch.
     fn apply(
         &self,
         context_id: &ContextId,
         delta: &mut ContextDagDeltaValue,
+        height: u64,
         local: bool,
         was_pending: bool,
     ) -> Result<Applied, EngineError> {
         let meta = self.meta(context_id)?;
         let mut status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
         let exactly_on_parents = meta.dag_heads == delta.parents;
-
-        let mut height = 0;
-        for parent in &delta.parents {
-            let node = self
-                .store
-                .get(&DagNode { context_id: *context_id, delta_id: *parent })?
-                .ok_or_else(|| EngineError::Inconsistent(format!("parent {parent} not applied")))?;
-            height = height.max(node.height + 1);
-        }
 
         let mut batch = self.store.batch();
         let changes = self.merge_actions(context_id, delta, &mut batch, &mut status)?;
@@ -398,15 +529,22 @@ impl<B: Backend> ContextEngine<B> {
         } else if exactly_on_parents && trie.root != delta.expected_root_hash {
             status.diverged = true;
             status.divergences += 1;
+            batch.put(
+                &DivergenceRecord { context_id: *context_id, delta_id: delta.delta_id },
+                &DivergenceValue {
+                    expected: delta.expected_root_hash,
+                    actual: trie.root,
+                    parents: delta.parents.clone(),
+                    author: delta.author,
+                    hlc: delta.hlc,
+                    seen_at_ms: weft_primitives::wall_clock_ms(),
+                },
+            );
             divergence =
                 Some(Divergence { delta_id: delta.delta_id, expected: delta.expected_root_hash, actual: trie.root });
         }
 
-        let mut heads: Vec<DeltaId> = meta.dag_heads.iter().filter(|h| !delta.parents.contains(h)).copied().collect();
-        heads.push(delta.delta_id);
-        heads.sort();
-        heads.dedup();
-
+        let heads = weft_dag::next_heads(&meta.dag_heads, delta.delta_id, &delta.parents);
         if was_pending {
             status.pending_count = status.pending_count.saturating_sub(1);
             for parent in &delta.parents {

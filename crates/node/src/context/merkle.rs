@@ -268,6 +268,102 @@ impl<S: TrieStore> Updater<'_, S> {
     }
 }
 
+/// Where two tries differ (see [`diff`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TrieDiff {
+    /// Application keys whose value differs or that only one side holds, sorted.
+    pub keys: Vec<Vec<u8>>,
+    /// Round trips a peer-to-peer diff needs: one per trie level visited.
+    pub rounds: usize,
+    /// Node pairs compared (the hashes two peers would exchange).
+    pub nodes_compared: usize,
+}
+
+/// The keys on which tries `ours` and `theirs` differ, found level by level: both
+/// roots are compared, and only children whose hashes differ are descended into,
+/// so `d` differing keys in tries of `n` keys cost O(d·log n) node comparisons in
+/// O(log n) rounds. Peers run the same walk over the network, one round per level.
+pub fn diff<A: TrieStore, B: TrieStore<Error = A::Error>>(ours: &A, theirs: &B) -> Result<TrieDiff, A::Error> {
+    let mut out = TrieDiff::default();
+    let mut keys = std::collections::BTreeSet::new();
+    let mut level: Vec<Vec<u8>> = vec![Vec::new()];
+    while !level.is_empty() {
+        out.rounds += 1;
+        let mut next = Vec::new();
+        for path in level {
+            out.nodes_compared += 1;
+            let a = ours.node(&path)?;
+            let b = theirs.node(&path)?;
+            if a.as_ref().map(TrieNode::hash) == b.as_ref().map(TrieNode::hash) {
+                continue;
+            }
+            match (a, b) {
+                (Some(TrieNode::Branch(x)), Some(TrieNode::Branch(y))) => {
+                    for n in 0u8..16 {
+                        let hx = x.iter().find(|(m, _)| *m == n).map(|(_, h)| h);
+                        let hy = y.iter().find(|(m, _)| *m == n).map(|(_, h)| h);
+                        if hx != hy {
+                            let mut child = path.clone();
+                            child.push(n);
+                            next.push(child);
+                        }
+                    }
+                }
+                (a, b) => {
+                    // A leaf or nothing on at least one side: every key below either differs,
+                    // unless both sides hold it with the same value.
+                    let mut left = BTreeMap::new();
+                    let mut right = BTreeMap::new();
+                    leaves_below(ours, &path, a, &mut left, &mut out.nodes_compared)?;
+                    leaves_below(theirs, &path, b, &mut right, &mut out.nodes_compared)?;
+                    for (key, hash) in &left {
+                        if right.get(key) != Some(hash) {
+                            keys.insert(key.clone());
+                        }
+                    }
+                    for key in right.keys() {
+                        if !left.contains_key(key) {
+                            keys.insert(key.clone());
+                        }
+                    }
+                }
+            }
+        }
+        level = next;
+    }
+    out.keys = keys.into_iter().collect();
+    Ok(out)
+}
+
+/// Every leaf at or below `path` (whose node is `node`): key → value hash.
+fn leaves_below<S: TrieStore>(
+    store: &S,
+    path: &[u8],
+    node: Option<TrieNode>,
+    out: &mut BTreeMap<Vec<u8>, Hash>,
+    visited: &mut usize,
+) -> Result<(), S::Error> {
+    let mut work = vec![(path.to_vec(), node)];
+    while let Some((path, node)) = work.pop() {
+        match node {
+            None => {}
+            Some(TrieNode::Leaf(leaf)) => {
+                out.insert(leaf.key, leaf.value_hash);
+            }
+            Some(TrieNode::Branch(children)) => {
+                for (n, _) in children {
+                    let mut child = path.clone();
+                    child.push(n);
+                    *visited += 1;
+                    let node = store.node(&child)?;
+                    work.push((child, node));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// An in-memory trie store, for tests and for recomputation.
 #[derive(Default, Debug, Clone, PartialEq, Eq)]
 pub struct MemoryTrie(pub BTreeMap<Vec<u8>, TrieNode>);
@@ -346,6 +442,58 @@ mod tests {
                 prop_assert_eq!(u.root, root);
             }
         }
+    }
+
+    fn trie_of(model: &BTreeMap<Vec<u8>, Vec<u8>>) -> MemoryTrie {
+        scratch(model)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// The level-by-level diff names exactly the keys whose values differ or that one
+        /// side lacks.
+        #[test]
+        fn diff_finds_exactly_the_differing_keys(
+            base in proptest::collection::btree_map(key(), proptest::collection::vec(any::<u8>(), 0..3), 0..40),
+            edits in proptest::collection::vec((key(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3))), 0..8),
+        ) {
+            let mut other = base.clone();
+            for (k, v) in edits {
+                match v {
+                    Some(v) => other.insert(k, v),
+                    None => other.remove(&k),
+                };
+            }
+            let expected: Vec<Vec<u8>> = base
+                .keys()
+                .chain(other.keys())
+                .filter(|k| base.get(*k) != other.get(*k))
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let Ok(d) = diff(&trie_of(&base), &trie_of(&other));
+            prop_assert_eq!(&d.keys, &expected);
+            let Ok(back) = diff(&trie_of(&other), &trie_of(&base));
+            prop_assert_eq!(&back.keys, &expected);
+        }
+    }
+
+    #[test]
+    fn diff_cost_follows_the_difference_not_the_size() {
+        let base: BTreeMap<Vec<u8>, Vec<u8>> = (0u32..20_000).map(|i| (i.to_be_bytes().to_vec(), vec![1])).collect();
+        let mut other = base.clone();
+        for i in [5u32, 9_000, 19_999] {
+            other.insert(i.to_be_bytes().to_vec(), vec![2]);
+        }
+        let Ok(d) = diff(&trie_of(&base), &trie_of(&other));
+        assert_eq!(d.keys.len(), 3);
+        // log16(20,000) ≈ 3.6: a handful of levels, and per differing key one path of nodes.
+        assert!(d.rounds <= 7, "{} rounds", d.rounds);
+        assert!(d.nodes_compared <= 3 * 7 + 1, "{} nodes compared", d.nodes_compared);
+        let Ok(same) = diff(&trie_of(&base), &trie_of(&base));
+        assert_eq!((same.keys.len(), same.nodes_compared), (0, 1));
     }
 
     #[test]

@@ -4,7 +4,8 @@ pub mod delta;
 pub mod engine;
 pub mod merkle;
 
-pub use delta::{compute_delta_id, sign_delta, DeltaLimits, InvalidDelta};
+pub use delta::{check_signature, check_signatures, compute_delta_id, sign_delta, DeltaLimits, InvalidDelta};
 pub use engine::{
-    AnyAuthor, ApplyOutcome, Authorizer, ContextEngine, ContextView, Divergence, EngineConfig, EngineError, StoredTrie,
+    AnyAuthor, ApplyOutcome, Authorizer, ContextDag, ContextEngine, ContextView, Divergence, EngineConfig, EngineError,
+    StoredTrie,
 };
