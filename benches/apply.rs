@@ -14,7 +14,7 @@
 //!   (trie reads from RocksDB, hashing, and the batch write of the changed nodes) in
 //!   tries of 1,000, 100,000 and 1,000,000 keys.
 //!
-//! Run: `./x bench --bench apply` (or `cargo bench -p weft --bench apply`).
+//! Run: `./x bench --bench apply` (or `cargo bench --workspace --bench apply`).
 
 use std::time::{Duration, Instant};
 

@@ -11,7 +11,7 @@
 //! - `get`: a random point get among 100,000 preloaded keys;
 //! - `scan`: a 100-row prefix scan of one context among 1,000.
 //!
-//! Run: `./x bench --bench store_vs_rocksdb` (or `cargo bench -p weft --bench store_vs_rocksdb`).
+//! Run: `./x bench --bench store_vs_rocksdb` (or `cargo bench --workspace --bench store_vs_rocksdb`).
 
 use std::hint::black_box;
 

@@ -389,7 +389,7 @@ impl<B: Backend> ContextEngine<B> {
             Admission::Ready { height } => height,
             other => return Err(EngineError::Inconsistent(format!("a local delta on the heads is {other:?}"))),
         };
-        let root = self.apply(context_id, &mut delta, height, true, false)?.actual;
+        let root = self.apply(context_id, meta, &mut delta, height, true, false)?.actual;
         Ok((delta.delta_id, root))
     }
 
@@ -450,7 +450,7 @@ impl<B: Backend> ContextEngine<B> {
     fn admit_valid(&self, context_id: &ContextId, delta: ContextDagDeltaValue) -> Result<ApplyOutcome, EngineError> {
         lock(&self.clock).observe(delta.hlc, weft_primitives::wall_clock_ms());
         let _guard = lock(&self.apply_lock);
-        self.meta(context_id)?;
+        let meta = self.meta(context_id)?;
         let mut outcome = ApplyOutcome::default();
         let admission = weft_dag::admit(&self.dag(context_id), &delta.delta_id, &delta.parents, &self.dag_limits())?;
         match admission {
@@ -473,7 +473,7 @@ impl<B: Backend> ContextEngine<B> {
             Admission::Ready { height } => {
                 let mut delta = delta;
                 let id = delta.delta_id;
-                if let Some(d) = self.apply(context_id, &mut delta, height, false, false)?.divergence {
+                if let Some(d) = self.apply(context_id, meta, &mut delta, height, false, false)?.divergence {
                     outcome.divergences.push(d);
                 }
                 outcome.applied.push(id);
@@ -496,7 +496,8 @@ impl<B: Backend> ContextEngine<B> {
         let Some(mut delta) = self.delta(context_id, &released.id)? else {
             return Err(EngineError::Inconsistent(format!("pending delta {} has no row", released.id)));
         };
-        if let Some(d) = self.apply(context_id, &mut delta, released.height, false, true)?.divergence {
+        let meta = self.meta(context_id)?;
+        if let Some(d) = self.apply(context_id, meta, &mut delta, released.height, false, true)?.divergence {
             outcome.divergences.push(d);
         }
         outcome.applied.push(released.id);
@@ -504,16 +505,16 @@ impl<B: Backend> ContextEngine<B> {
     }
 
     /// Applies one delta whose parents are all applied, at DAG height `height`, in one atomic
-    /// batch.
+    /// batch. `meta` is the context's current ContextMeta row.
     fn apply(
         &self,
         context_id: &ContextId,
+        meta: ContextMetaValue,
         delta: &mut ContextDagDeltaValue,
         height: u64,
         local: bool,
         was_pending: bool,
     ) -> Result<Applied, EngineError> {
-        let meta = self.meta(context_id)?;
         let mut status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
         let exactly_on_parents = meta.dag_heads == delta.parents;
 
