@@ -65,3 +65,30 @@ fn a_delta_not_on_the_local_heads_is_not_compared() {
     assert!(receiver.divergences(&CTX).unwrap().is_empty());
     assert_eq!(receiver.view(&CTX).unwrap().heads.len(), 2);
 }
+
+/// With a trie cache too small to hold every branch (and with none at all), roots stay
+/// equal to the from-scratch root through puts, overwrites and deletes.
+#[test]
+fn the_trie_cache_never_changes_a_root() {
+    for cache in [0usize, 4_000, 64 << 20] {
+        let store = weft_store::Store::open(weft_store::MemoryBackend::new::<weft_store::schema::Column>()).unwrap();
+        let config = weft_node::context::EngineConfig { trie_cache_bytes: cache, ..Default::default() };
+        let engine = weft_node::context::ContextEngine::new(store, config);
+        engine.create_context(CTX, common::app()).unwrap();
+        let secret = SecretKey::from_bytes(&[1; 32]);
+        for round in 0..30u32 {
+            let actions = (0..40u32)
+                .map(|i| {
+                    let key = format!("k{}", (i * 7 + round * 13) % 300).into_bytes();
+                    if (i + round) % 5 == 0 {
+                        Action::Delete { key }
+                    } else {
+                        Action::Put { key, value: round.to_be_bytes().to_vec() }
+                    }
+                })
+                .collect();
+            let (_, root) = engine.write(&CTX, &secret, actions).unwrap();
+            assert_eq!(root, engine.recompute_root(&CTX).unwrap(), "cache {cache}, round {round}");
+        }
+    }
+}

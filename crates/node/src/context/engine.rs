@@ -148,11 +148,15 @@ pub struct EngineConfig {
     pub limits: DeltaLimits,
     /// Most deltas a context may hold pending.
     pub max_pending: u64,
+    /// Memory for decoded Merkle branch nodes, so an update reads the store only near the
+    /// leaves (0 disables the cache).
+    pub trie_cache_bytes: usize,
 }
 
 impl Default for EngineConfig {
+    /// Default limits, 100,000 pending deltas per context, a 64 MiB trie cache.
     fn default() -> Self {
-        EngineConfig { limits: DeltaLimits::default(), max_pending: 100_000 }
+        EngineConfig { limits: DeltaLimits::default(), max_pending: 100_000, trie_cache_bytes: 64 << 20 }
     }
 }
 
@@ -163,6 +167,74 @@ pub struct ContextEngine<B: Backend> {
     clock: Mutex<HybridClock>,
     /// Serializes applies so each reads the state the previous one wrote.
     apply_lock: Mutex<()>,
+    /// Decoded branch nodes of every context's trie (see [`TrieCache`]).
+    trie_cache: Mutex<TrieCache>,
+}
+
+/// Decoded Merkle *branch* nodes, keyed by context and path, kept coherent with the store:
+/// filled on reads, updated only after the batch holding a trie update has been written.
+/// Leaves (the bulk of a trie) are not cached. Once `capacity` bytes are used, new nodes
+/// are not added, but cached ones are still updated or dropped, so the cache never serves
+/// a node the store no longer holds. Top levels, read by every update, enter first.
+struct TrieCache {
+    nodes: HashMap<(ContextId, Vec<u8>), TrieNode>,
+    bytes: usize,
+    capacity: usize,
+}
+
+impl TrieCache {
+    fn cost(path: &[u8], node: &TrieNode) -> usize {
+        let children = match node {
+            TrieNode::Branch(c) => c.len(),
+            TrieNode::Leaf(_) => 0,
+        };
+        32 + path.len() + children * 33 + 64
+    }
+
+    fn get(&self, context_id: &ContextId, path: &[u8]) -> Option<TrieNode> {
+        if self.capacity == 0 {
+            return None;
+        }
+        self.nodes.get(&(*context_id, path.to_vec())).cloned()
+    }
+
+    /// Stores `node` at `path` (replacing what is cached there), or forgets the path if
+    /// `node` is not a branch or does not fit.
+    fn set(&mut self, context_id: &ContextId, path: &[u8], node: Option<&TrieNode>) {
+        let key = (*context_id, path.to_vec());
+        if let Some(old) = self.nodes.remove(&key) {
+            self.bytes -= Self::cost(path, &old);
+        }
+        if let Some(node @ TrieNode::Branch(_)) = node {
+            let cost = Self::cost(path, node);
+            if self.bytes + cost <= self.capacity {
+                self.bytes += cost;
+                self.nodes.insert(key, node.clone());
+            }
+        }
+    }
+}
+
+/// A context's trie read through the engine's cache (used inside `apply`, under the apply lock).
+struct CachedTrie<'a, B: Backend> {
+    stored: StoredTrie<'a, B>,
+    cache: &'a Mutex<TrieCache>,
+}
+
+impl<B: Backend> TrieStore for CachedTrie<'_, B> {
+    type Error = StoreError;
+    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, StoreError> {
+        let context_id = self.stored.context_id;
+        if let Some(node) = lock(self.cache).get(&context_id, path) {
+            return Ok(Some(node));
+        }
+        let node = self.stored.node(path)?;
+        if let Some(n @ TrieNode::Branch(_)) = &node {
+            // The store holds committed state and no apply runs concurrently: safe to cache.
+            lock(self.cache).set(&context_id, path, Some(n));
+        }
+        Ok(node)
+    }
 }
 
 /// A context's Merkle trie as persisted in the store (Generic column, MerkleNode family).
@@ -252,7 +324,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl<B: Backend> ContextEngine<B> {
     /// An engine over `store`.
     pub fn new(store: Store<B, Column>, config: EngineConfig) -> Self {
-        ContextEngine { store, config, clock: Mutex::new(HybridClock::new()), apply_lock: Mutex::new(()) }
+        let trie_cache = TrieCache { nodes: HashMap::new(), bytes: 0, capacity: config.trie_cache_bytes };
+        ContextEngine {
+            store,
+            config,
+            clock: Mutex::new(HybridClock::new()),
+            apply_lock: Mutex::new(()),
+            trie_cache: Mutex::new(trie_cache),
+        }
     }
 
     /// The store underneath.
@@ -279,6 +358,17 @@ impl<B: Backend> ContextEngine<B> {
         let meta = self.meta(context_id)?;
         let status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
         Ok(ContextView { heads: meta.dag_heads, root_hash: meta.root_hash, status })
+    }
+
+    /// Every context this node holds.
+    pub fn contexts(&self) -> Result<Vec<ContextId>, EngineError> {
+        let rows = self.store.scan(weft_store::Prefix::<ContextMeta>::family()).collect_all()?;
+        Ok(rows.into_iter().map(|(k, _)| k.context_id).collect())
+    }
+
+    /// Whether a delta is applied here.
+    pub fn is_applied(&self, context_id: &ContextId, delta_id: &DeltaId) -> Result<bool, EngineError> {
+        Ok(self.store.contains(&DagNode { context_id: *context_id, delta_id: *delta_id })?)
     }
 
     /// Reads a state key.
@@ -473,10 +563,15 @@ impl<B: Backend> ContextEngine<B> {
             Admission::Ready { height } => {
                 let mut delta = delta;
                 let id = delta.delta_id;
-                if let Some(d) = self.apply(context_id, meta, &mut delta, height, false, false)?.divergence {
+                let applied = self.apply(context_id, meta, &mut delta, height, false, false)?;
+                if let Some(d) = applied.divergence {
                     outcome.divergences.push(d);
                 }
                 outcome.applied.push(id);
+                if applied.pending == 0 {
+                    // Nothing waits, so nothing to release (skips a scan of the index).
+                    return Ok(outcome);
+                }
                 let mut dag = self.dag(context_id);
                 weft_dag::release_all(&mut dag, &id, |_, released: &Release<DeltaId>| {
                     self.apply_released(context_id, released, &mut outcome)
@@ -520,9 +615,12 @@ impl<B: Backend> ContextEngine<B> {
 
         let mut batch = self.store.batch();
         let changes = self.merge_actions(context_id, delta, &mut batch, &mut status)?;
-        let stored = StoredTrie { store: &self.store, context_id: *context_id };
+        let stored = CachedTrie {
+            stored: StoredTrie { store: &self.store, context_id: *context_id },
+            cache: &self.trie_cache,
+        };
         let trie = merkle::update(&stored, changes)?;
-        stored.stage(&trie, &mut batch);
+        stored.stored.stage(&trie, &mut batch);
 
         let mut divergence = None;
         if local {
@@ -565,7 +663,11 @@ impl<B: Backend> ContextEngine<B> {
         );
         batch.put(&ContextStatus { context_id: *context_id }, &status);
         self.store.write(batch)?;
-        Ok(Applied { actual: trie.root, divergence })
+        let mut cache = lock(&self.trie_cache);
+        for (path, node) in &trie.writes {
+            cache.set(context_id, path, node.as_ref());
+        }
+        Ok(Applied { actual: trie.root, divergence, pending: status.pending_count })
     }
 
     /// Applies the last-writer-wins rule to each action, recording state and version writes in
@@ -577,14 +679,20 @@ impl<B: Backend> ContextEngine<B> {
         batch: &mut WriteBatch<'_, B, Column>,
         status: &mut ContextStatusValue,
     ) -> Result<Vec<Change>, EngineError> {
-        let mut versions: HashMap<&[u8], Option<KeyVersion>> = HashMap::new();
+        // The current version of every key the delta touches, in one multi-get.
+        let mut distinct: Vec<&[u8]> = delta.actions.iter().map(Action::key).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let keys: Vec<StateVersion> = distinct
+            .iter()
+            .map(|k| StateVersion { context_id: *context_id, app_key: RawTail(k.to_vec()) })
+            .collect();
+        let mut versions: HashMap<&[u8], Option<KeyVersion>> =
+            distinct.into_iter().zip(self.store.multi_get(&keys)?).collect();
         let mut changes = Vec::with_capacity(delta.actions.len());
         for action in &delta.actions {
             let key = action.key();
-            let current = match versions.get(key) {
-                Some(v) => *v,
-                None => self.store.get(&StateVersion { context_id: *context_id, app_key: RawTail(key.to_vec()) })?,
-            };
+            let current = versions.get(key).copied().flatten();
             let deleted = matches!(action, Action::Delete { .. });
             let version = KeyVersion { hlc: delta.hlc, author: delta.author, delta_id: delta.delta_id, deleted };
             // Within one delta the later action on a key wins (same version, applied in order).
@@ -621,4 +729,6 @@ impl<B: Backend> ContextEngine<B> {
 struct Applied {
     actual: Hash,
     divergence: Option<Divergence>,
+    /// Deltas still pending in the context after this one.
+    pending: u64,
 }
