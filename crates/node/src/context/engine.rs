@@ -615,10 +615,8 @@ impl<B: Backend> ContextEngine<B> {
 
         let mut batch = self.store.batch();
         let changes = self.merge_actions(context_id, delta, &mut batch, &mut status)?;
-        let stored = CachedTrie {
-            stored: StoredTrie { store: &self.store, context_id: *context_id },
-            cache: &self.trie_cache,
-        };
+        let stored =
+            CachedTrie { stored: StoredTrie { store: &self.store, context_id: *context_id }, cache: &self.trie_cache };
         let trie = merkle::update(&stored, changes)?;
         stored.stored.stage(&trie, &mut batch);
 
@@ -683,10 +681,8 @@ impl<B: Backend> ContextEngine<B> {
         let mut distinct: Vec<&[u8]> = delta.actions.iter().map(Action::key).collect();
         distinct.sort_unstable();
         distinct.dedup();
-        let keys: Vec<StateVersion> = distinct
-            .iter()
-            .map(|k| StateVersion { context_id: *context_id, app_key: RawTail(k.to_vec()) })
-            .collect();
+        let keys: Vec<StateVersion> =
+            distinct.iter().map(|k| StateVersion { context_id: *context_id, app_key: RawTail(k.to_vec()) }).collect();
         let mut versions: HashMap<&[u8], Option<KeyVersion>> =
             distinct.into_iter().zip(self.store.multi_get(&keys)?).collect();
         let mut changes = Vec::with_capacity(delta.actions.len());
