@@ -546,3 +546,143 @@ fn divergence_value() {
     // expected ‖ actual ‖ u32 len 1 ‖ parent ‖ author ‖ hlc ‖ seen_at_ms (u64 LE)
     check(&v, &format!("{}{}01000000{}{}7b68e5cf8b010000070000000201000000000000", h(0x11), h(0x22), h(0x33), h(0x44)));
 }
+
+#[test]
+fn context_capabilities() {
+    check(&ContextCapabilities::WRITE, "01");
+}
+
+#[test]
+fn alias_target() {
+    check(&AliasTarget::Group, "00");
+    check(&AliasTarget::Member(PublicKey([0xab; 32])), &["01", AB].concat());
+    check(&AliasTarget::Context(ContextId([0xc0; 32])), &["02", C0].concat());
+}
+
+const AB: &str = "abababababababababababababababababababababababababababababababab";
+const C0: &str = "c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0";
+
+#[test]
+fn op_body() {
+    let id = PublicKey([0xab; 32]);
+    let ctx = ContextId([0xc0; 32]);
+    check(
+        &OpBody::GroupCreated {
+            parent: Some(GroupId([0x9a; 32])),
+            target_application_id: ApplicationId([0xa1; 32]),
+            app_key: [0xa5; 32],
+            upgrade_policy: UpgradePolicy::Automatic,
+            admin: id,
+        },
+        &[
+            "00",                                                               // tag GroupCreated
+            "01",                                                               // parent: Some
+            "9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a", // parent
+            "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1", // target_application_id
+            "a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5", // app_key
+            "00",                                                               // upgrade_policy: Automatic
+            AB,                                                                 // admin
+        ]
+        .concat(),
+    );
+    check(&OpBody::GroupDeleted, "01");
+    check(&OpBody::MemberAdded { identity: id, role: Role::ReadOnly }, &["10", AB, "02"].concat());
+    check(&OpBody::MemberRemoved { identity: id }, &["11", AB].concat());
+    check(&OpBody::MemberLeft, "12");
+    check(&OpBody::RoleSet { identity: id, role: Role::Admin }, &["13", AB, "00"].concat());
+    check(
+        &OpBody::CapabilitiesSet { identity: id, capabilities: Capabilities::MANAGE_MEMBERS },
+        &["14", AB, "08000000"].concat(),
+    );
+    check(&OpBody::DefaultCapabilitiesSet { capabilities: Capabilities::ALL }, "15ff010000");
+    check(&OpBody::ContextRegistered { context_id: ctx }, &["20", C0].concat());
+    check(&OpBody::ContextDetached { context_id: ctx }, &["21", C0].concat());
+    check(
+        &OpBody::ContextCapabilitiesSet { context_id: ctx, identity: id, capabilities: ContextCapabilities::NONE },
+        &["22", C0, AB, "00"].concat(),
+    );
+    check(
+        &OpBody::TargetApplicationSet { application_id: ApplicationId([0xa2; 32]), migration: Some("m".into()) },
+        &["30", "a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2", "01", "01000000", "6d"].concat(),
+    );
+    check(
+        &OpBody::AliasSet { target: AliasTarget::Context(ctx), alias: "ops".into() },
+        &["40", "02", C0, "03000000", "6f7073"].concat(),
+    );
+}
+
+fn op_content() -> OpContent {
+    OpContent {
+        namespace_id: NamespaceId([0x11; 32]),
+        group_id: GroupId([0x22; 32]),
+        parents: vec![OpId([0x01; 32])],
+        signer: PublicKey([0xab; 32]),
+        nonce: 3,
+        hlc: hlc(),
+        body: OpBody::MemberLeft,
+    }
+}
+
+const OP_CONTENT_HEX: &str = concat!(
+    "1111111111111111111111111111111111111111111111111111111111111111", // namespace_id
+    "2222222222222222222222222222222222222222222222222222222222222222", // group_id
+    "01000000",                                                         // parents: 1
+    "0101010101010101010101010101010101010101010101010101010101010101", // parents[0]
+    "abababababababababababababababababababababababababababababababab", // signer
+    "0300000000000000",                                                 // nonce
+    "7b68e5cf8b010000",                                                 // hlc.physical_ms
+    "07000000",                                                         // hlc.logical
+    "12",                                                               // body: MemberLeft
+);
+
+#[test]
+fn op_content_and_id() {
+    check(&op_content(), OP_CONTENT_HEX);
+    // The id is derive("weft op id v1", those bytes); pinned so the derivation cannot drift.
+    let bytes = hex::decode(OP_CONTENT_HEX).expect("hex");
+    assert_eq!(op_content().op_id(), OpId(blake3::derive_key("weft op id v1", &bytes)));
+    assert_eq!(op_content().op_id().to_hex(), OP_ID_HEX);
+}
+
+const OP_ID_HEX: &str = "99904ee99e0f1f2aeb1022de0aa79229d47b8426565b08d8478f6348114e69c4";
+
+#[test]
+fn signed_op() {
+    let value = SignedOp { op_id: OpId([0x0d; 32]), content: op_content(), signature: Signature([0x5a; 64]) };
+    check(
+        &value,
+        &[
+            "0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d", // op_id
+            OP_CONTENT_HEX,                                                     // content
+            &"5a".repeat(64),                                                   // signature
+        ]
+        .concat(),
+    );
+}
+
+#[test]
+fn nonce_window() {
+    let value = NonceWindow { floor: 5, above: vec![7, 9] };
+    check(
+        &value,
+        concat!(
+            "0500000000000000", // floor
+            "02000000",         // above: 2
+            "0700000000000000", // above[0]
+            "0900000000000000", // above[1]
+        ),
+    );
+}
+
+#[test]
+fn gov_position() {
+    let value = GovPosition { namespace_id: NamespaceId([0x11; 32]), heads: vec![OpId([0x01; 32])] };
+    check(
+        &value,
+        concat!(
+            "1111111111111111111111111111111111111111111111111111111111111111", // namespace_id
+            "01000000",                                                         // heads: 1
+            "0101010101010101010101010101010101010101010101010101010101010101", // heads[0]
+        ),
+    );
+}

@@ -8,7 +8,7 @@ use weft_primitives::{
     ContextMetaValue, ContextStatusValue, DagNodeValue, DeltaId, DivergenceValue, GroupContextLastMigrationValue,
     GroupDefaultCapsValue, GroupId, GroupMemberCapabilityValue, GroupMetaValue, GroupOpHeadValue, GroupSigningKeyValue,
     GroupUpgradeValue, KeyId, KeyVersion, NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId,
-    NamespaceIdentityValue, OpId, PublicKey, Role, TrieNode,
+    NamespaceIdentityValue, NonceWindow, OpId, PublicKey, Role, TrieNode,
 };
 
 use crate::codec::{BorshCodec as B, Raw, Unit};
@@ -116,8 +116,8 @@ keys! {
     // Migration and nonce (0x2B–0x2C).
     /// The last migration applied to a context of the group.
     pub struct GroupContextLastMigration in Group [0x2B] { group_id: GroupId, context_id: ContextId } => B<GroupContextLastMigrationValue>;
-    /// A signer's governance nonce.
-    pub struct GroupLocalGovNonce in Group [0x2C] { group_id: GroupId, signer: PublicKey } => B<u64>;
+    /// The nonces a signer has used in a namespace (stored under its root group): a window.
+    pub struct GroupLocalGovNonce in Group [0x2C] { group_id: GroupId, signer: PublicKey } => B<NonceWindow>;
     // Aliases (0x2D–0x2F).
     /// A member's alias within a group.
     pub struct GroupMemberAlias in Group [0x2D] { group_id: GroupId, identity: PublicKey } => B<String>;

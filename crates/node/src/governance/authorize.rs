@@ -1,0 +1,109 @@
+//! Context deltas authorized by governance.
+//!
+//! A delta cites the governance position it was written at — heads of its
+//! namespace's op log — in a reserved event ([`GovPosition::EVENT_KIND`]), which
+//! the delta id and signature already cover. The delta is authorized against
+//! the state folded from exactly those ops and their ancestors: its author must
+//! be a member of the group the context is registered in at that position, not
+//! ReadOnly, and not denied `WRITE` by a per-context override (0x33). That state
+//! is a function of the delta's own bytes and the op DAG, so every node that
+//! holds the cited ops gives the same verdict in any delivery order; a member
+//! removed at or before the cited position is rejected everywhere.
+//!
+//! Why an event and not a new field of the delta: it needs no change of the
+//! delta's encoding or id. Why not the delta's HLC: a position named by time is
+//! not fixed by the delta (ops with earlier timestamps can arrive later), so
+//! verdicts would depend on delivery order.
+//!
+//! Limits of this scheme, stated plainly:
+//! - a delta citing ops this node has not received yet is refused
+//!   ([`DeltaAuthError::UnknownPosition`]); the engine's [`Authorizer`] is a yes/no
+//!   question, so "not yet" and "never" look alike to it. Sync should deliver a
+//!   namespace's ops before its contexts' deltas, and a refused delta can be
+//!   received again later;
+//! - a removed member can still cite a position from before its removal (it can
+//!   always sign on a stale view). Such deltas are accepted identically on every
+//!   node; bounding the staleness (e.g. requiring a position at least as recent as
+//!   the positions the delta's parents cite) needs the parents' deltas at
+//!   authorization time, which the engine's pending path does not guarantee.
+
+use weft_primitives::{ContextDagDeltaValue, ContextId, GovPosition, NamespaceId, PositionError, PublicKey, Role};
+use weft_store::Backend;
+
+use super::store::{Governance, GovernanceError};
+use crate::context::Authorizer;
+
+/// Why governance refuses a delta.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeltaAuthError {
+    /// The delta cites no governance position.
+    #[error("the delta cites no governance position")]
+    MissingPosition,
+    /// The citation is malformed.
+    #[error("malformed governance position: {0}")]
+    MalformedPosition(#[from] PositionError),
+    /// The cited ops are not all logged on this node (yet).
+    #[error("governance position in namespace {0} is not known here")]
+    UnknownPosition(NamespaceId),
+    /// At the cited position the context is registered in no group of the namespace.
+    #[error("context {0} is not registered in the cited namespace")]
+    ContextNotRegistered(ContextId),
+    /// At the cited position the author is not a member of the context's group.
+    #[error("{0} is not a member of the context's group")]
+    NotMember(PublicKey),
+    /// At the cited position the author is a read-only member.
+    #[error("{0} is a read-only member")]
+    ReadOnly(PublicKey),
+    /// At the cited position a per-context override denies the author `WRITE`.
+    #[error("{0} may not write this context")]
+    WriteDenied(PublicKey),
+    /// Governance failed to answer.
+    #[error(transparent)]
+    Governance(#[from] GovernanceError),
+}
+
+/// An [`Authorizer`] backed by [`Governance`].
+pub struct GovernanceAuthorizer<'a, B: Backend> {
+    governance: &'a Governance<B>,
+}
+
+impl<'a, B: Backend> GovernanceAuthorizer<'a, B> {
+    /// Authorizes against `governance`.
+    pub fn new(governance: &'a Governance<B>) -> Self {
+        GovernanceAuthorizer { governance }
+    }
+
+    /// Whether `author` may write `delta` to `context`, and if not, why.
+    pub fn check(
+        &self,
+        context: &ContextId,
+        author: &PublicKey,
+        delta: &ContextDagDeltaValue,
+    ) -> Result<(), DeltaAuthError> {
+        let position = GovPosition::from_events(&delta.events).ok_or(DeltaAuthError::MissingPosition)??;
+        let state = match self.governance.state_at(&position.namespace_id, &position.heads) {
+            Ok(Some(state)) => state,
+            Ok(None) | Err(GovernanceError::UnknownNamespace(_)) => {
+                return Err(DeltaAuthError::UnknownPosition(position.namespace_id))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let group = state
+            .group_of_context(context)
+            .and_then(|id| state.group(&id))
+            .ok_or(DeltaAuthError::ContextNotRegistered(*context))?;
+        match group.role(author) {
+            None => Err(DeltaAuthError::NotMember(*author)),
+            Some(Role::ReadOnly) => Err(DeltaAuthError::ReadOnly(*author)),
+            Some(_) if group.may_write(context, author) => Ok(()),
+            Some(_) => Err(DeltaAuthError::WriteDenied(*author)),
+        }
+    }
+}
+
+impl<B: Backend> Authorizer for GovernanceAuthorizer<'_, B> {
+    fn may_write(&self, context: &ContextId, author: &PublicKey, delta: &ContextDagDeltaValue) -> bool {
+        self.check(context, author, delta).is_ok()
+    }
+}

@@ -1,0 +1,105 @@
+//! Checks an op must pass before it is even considered: shape, size limits, id
+//! and signature. They depend only on the op's bytes, so a failure is final and
+//! the same on every node.
+
+use weft_primitives::{OpBody, OpId, SignedOp};
+
+/// Size limits every node enforces identically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpLimits {
+    /// Most parents of one op.
+    pub max_parents: usize,
+    /// Longest alias, in bytes.
+    pub max_alias_len: usize,
+    /// Longest migration method name, in bytes.
+    pub max_migration_len: usize,
+    /// Longest encoded op, in bytes.
+    pub max_op_bytes: usize,
+}
+
+impl Default for OpLimits {
+    /// 64 parents, 128-byte aliases, 256-byte migration names, 16 KiB ops.
+    fn default() -> Self {
+        OpLimits { max_parents: 64, max_alias_len: 128, max_migration_len: 256, max_op_bytes: 16 << 10 }
+    }
+}
+
+/// Why an op is malformed (for good, on every node). Nothing is stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidOp {
+    /// The bytes do not decode as a signed op.
+    #[error("the op does not decode")]
+    Undecodable,
+    /// The id does not match the content.
+    #[error("op id {claimed} does not match its content ({computed})")]
+    WrongId {
+        /// The id the op carries.
+        claimed: OpId,
+        /// The id its content hashes to.
+        computed: OpId,
+    },
+    /// The signature does not verify under the signer's key.
+    #[error("bad signature on op {0}")]
+    BadSignature(OpId),
+    /// Parents are not sorted and distinct.
+    #[error("parents of an op must be sorted and distinct")]
+    MalformedParents,
+    /// Too many parents.
+    #[error("{found} parents, at most {max} allowed")]
+    TooManyParents {
+        /// Parents found.
+        found: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A field or the whole op is over its limit.
+    #[error("oversized op field: {0}")]
+    Oversized(&'static str),
+}
+
+/// Decodes an op received as bytes, refusing oversized input before decoding.
+pub fn decode_op(bytes: &[u8], limits: &OpLimits) -> Result<SignedOp, InvalidOp> {
+    if bytes.len() > limits.max_op_bytes {
+        return Err(InvalidOp::Oversized("op"));
+    }
+    borsh::from_slice(bytes).map_err(|_| InvalidOp::Undecodable)
+}
+
+/// Checks shape, size limits and that the id matches the content. Cheap; run
+/// before the signature check.
+pub fn check_shape(op: &SignedOp, limits: &OpLimits) -> Result<(), InvalidOp> {
+    let c = &op.content;
+    if c.parents.len() > limits.max_parents {
+        return Err(InvalidOp::TooManyParents { found: c.parents.len(), max: limits.max_parents });
+    }
+    if c.parents.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(InvalidOp::MalformedParents);
+    }
+    match &c.body {
+        OpBody::AliasSet { alias, .. } if alias.len() > limits.max_alias_len => {
+            return Err(InvalidOp::Oversized("alias"));
+        }
+        OpBody::TargetApplicationSet { migration: Some(m), .. } if m.len() > limits.max_migration_len => {
+            return Err(InvalidOp::Oversized("migration"));
+        }
+        _ => {}
+    }
+    if borsh::to_vec(op).map_or(true, |b| b.len() > limits.max_op_bytes) {
+        return Err(InvalidOp::Oversized("op"));
+    }
+    let computed = c.op_id();
+    if computed != op.op_id {
+        return Err(InvalidOp::WrongId { claimed: op.op_id, computed });
+    }
+    // An op listing itself would need a hash fixed point; checked anyway so the DAG never sees one.
+    if c.parents.contains(&op.op_id) {
+        return Err(InvalidOp::MalformedParents);
+    }
+    Ok(())
+}
+
+/// Verifies the signer's signature (ZIP-215, the same verdict on every node).
+pub fn check_signature(op: &SignedOp) -> Result<(), InvalidOp> {
+    op.verify_signature().map_err(|_| InvalidOp::BadSignature(op.op_id))
+}

@@ -1,0 +1,580 @@
+//! The governance state of a namespace and the rules that judge one op against it.
+//!
+//! [`judge`] decides whether an op may act on a state; [`apply`] performs an op
+//! that [`judge`] accepted. Both are pure functions of (state, op), so every node
+//! that folds the same ops in the same order reaches the same state.
+//!
+//! The rules:
+//! - **Roles.** Admins pass every capability check; ReadOnly members pass none;
+//!   a Member holds its own capabilities (0x26) if set, else the group default
+//!   (0x29). Only admins add admins, remove or demote admins, or change an
+//!   admin's capabilities; a non-admin may grant only capabilities it holds.
+//! - **At least one admin.** No op may remove, demote or let leave the last admin.
+//! - **Nonces.** Each signer's nonces are unique in the namespace; a nonce already
+//!   used, or more than [`MAX_NONCE_AHEAD`] beyond the signer's floor, is rejected.
+//! - **Groups.** The genesis op creates the root group (signed by its first admin,
+//!   whose key the namespace id is derived from);
+//!   subgroups (with ids derived from their creating op) are created and deleted by holders of `CREATE_SUBGROUP` /
+//!   `DELETE_SUBGROUP` in the parent. Deleting a group deletes its descendants;
+//!   a deleted group's id is never reused and accepts no further op.
+//! - **Contexts.** A context belongs to at most one group of the namespace.
+//!   Registering needs `CREATE_CONTEXT`, detaching needs an admin.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use weft_primitives::{
+    AliasTarget, Capabilities, ContextCapabilities, ContextId, GroupId, GroupMetaValue, GroupUpgradeStatus,
+    GroupUpgradeValue, NamespaceId, NonceWindow, OpBody, PublicKey, Role, SignedOp, UpgradePolicy,
+};
+
+/// How far beyond a signer's nonce floor a nonce may lie.
+pub const MAX_NONCE_AHEAD: u64 = 1024;
+
+/// Why an op does not take effect. The same op against the same state gets the
+/// same reason on every node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The signer already used this nonce.
+    #[error("signer {signer} already used nonce {nonce}")]
+    NonceReused {
+        /// The signer.
+        signer: PublicKey,
+        /// The nonce.
+        nonce: u64,
+    },
+    /// The nonce lies too far beyond the signer's floor.
+    #[error("nonce {nonce} of {signer} is more than {MAX_NONCE_AHEAD} beyond its floor")]
+    NonceTooFarAhead {
+        /// The signer.
+        signer: PublicKey,
+        /// The nonce.
+        nonce: u64,
+    },
+    /// The namespace already has its root group.
+    #[error("the namespace already has its root group")]
+    GenesisExists,
+    /// A genesis op must create the root group, in the namespace its signer,
+    /// nonce and timestamp name (`NamespaceId::for_genesis`).
+    #[error("a genesis op must create the root group of the namespace it names")]
+    GenesisNotRoot,
+    /// A subgroup's id must be `GroupId::for_subgroup` of its creating op.
+    #[error("a new subgroup must have the id its creating op names")]
+    WrongGroupId,
+    /// A genesis op must be signed by the admin it names.
+    #[error("a genesis op must be signed by the admin it names")]
+    GenesisSignerNotAdmin,
+    /// The group does not exist (yet) in this namespace.
+    #[error("unknown group {0}")]
+    UnknownGroup(GroupId),
+    /// The group has been deleted.
+    #[error("group {0} has been deleted")]
+    GroupDeleted(GroupId),
+    /// A group with this id exists or existed.
+    #[error("group {0} already exists or existed")]
+    GroupExists(GroupId),
+    /// The root group cannot be deleted.
+    #[error("the root group cannot be deleted")]
+    CannotDeleteRoot,
+    /// The identity is not a member of the group.
+    #[error("{0} is not a member")]
+    NotMember(PublicKey),
+    /// The identity is already a member.
+    #[error("{0} is already a member")]
+    AlreadyMember(PublicKey),
+    /// The signer lacks a capability the op needs.
+    #[error("{signer} lacks capability {needed:?}")]
+    MissingCapability {
+        /// The signer.
+        signer: PublicKey,
+        /// The capability needed.
+        needed: Capabilities,
+    },
+    /// Only an admin may do this.
+    #[error("{0} is not an admin")]
+    AdminRequired(PublicKey),
+    /// A non-admin may only grant capabilities it holds.
+    #[error("{signer} cannot grant capabilities it lacks ({lacking:?})")]
+    CannotGrant {
+        /// The signer.
+        signer: PublicKey,
+        /// What it tried to grant without holding.
+        lacking: Capabilities,
+    },
+    /// The op would leave the group without an admin.
+    #[error("the group would be left without an admin")]
+    LastAdmin,
+    /// Unknown capability bits.
+    #[error("unknown capability bits {0:#x}")]
+    InvalidCapabilities(u32),
+    /// The context is registered in a group of this namespace already.
+    #[error("context {context_id} is already registered in group {group_id}")]
+    ContextAlreadyRegistered {
+        /// The context.
+        context_id: ContextId,
+        /// The group it is registered in.
+        group_id: GroupId,
+    },
+    /// The context is not registered in this group.
+    #[error("context {0} is not registered in this group")]
+    ContextNotRegistered(ContextId),
+    /// The group's upgrade policy is Frozen.
+    #[error("the group's application is frozen")]
+    UpgradeFrozen,
+    /// Another member or context of the group has this alias.
+    #[error("alias {0:?} is taken in this group")]
+    AliasTaken(String),
+    /// The op descends from an op that was rejected at its own parents. (Which
+    /// one is not named: with several, the first seen depends on delivery order.)
+    #[error("the op descends from a rejected op")]
+    ParentRejected,
+    /// An op kind this node does not know how to judge.
+    #[error("unsupported op kind")]
+    Unsupported,
+}
+
+/// The governance state of one group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupState {
+    /// The parent group, `None` for the root.
+    pub parent: Option<GroupId>,
+    /// Metadata (0x20).
+    pub meta: GroupMetaValue,
+    /// Members and roles (0x21).
+    pub members: BTreeMap<PublicKey, Role>,
+    /// Members' own capabilities (0x26).
+    pub capabilities: BTreeMap<PublicKey, Capabilities>,
+    /// Capabilities of members without their own (0x29).
+    pub default_capabilities: Capabilities,
+    /// Contexts registered in the group (0x22).
+    pub contexts: BTreeSet<ContextId>,
+    /// Per-context capability overrides (0x33), by (context, member).
+    pub context_capabilities: BTreeMap<(ContextId, PublicKey), ContextCapabilities>,
+    /// The group's alias (0x2E).
+    pub alias: Option<String>,
+    /// Members' aliases (0x2D).
+    pub member_aliases: BTreeMap<PublicKey, String>,
+    /// Contexts' aliases (0x2F).
+    pub context_aliases: BTreeMap<ContextId, String>,
+    /// Subgroups (0x35).
+    pub children: BTreeSet<GroupId>,
+    /// The latest upgrade (0x24).
+    pub upgrade: Option<GroupUpgradeValue>,
+}
+
+impl GroupState {
+    fn new(parent: Option<GroupId>, meta: GroupMetaValue) -> Self {
+        let mut members = BTreeMap::new();
+        members.insert(meta.admin_identity, Role::Admin);
+        GroupState {
+            parent,
+            meta,
+            members,
+            capabilities: BTreeMap::new(),
+            default_capabilities: Capabilities::NONE,
+            contexts: BTreeSet::new(),
+            context_capabilities: BTreeMap::new(),
+            alias: None,
+            member_aliases: BTreeMap::new(),
+            context_aliases: BTreeMap::new(),
+            children: BTreeSet::new(),
+            upgrade: None,
+        }
+    }
+
+    /// A member's role.
+    pub fn role(&self, identity: &PublicKey) -> Option<Role> {
+        self.members.get(identity).copied()
+    }
+
+    /// A member's capabilities as checks see them: every one for an admin, none for
+    /// a ReadOnly member, its own or else the group default for a Member; `None`
+    /// for a non-member.
+    pub fn effective_capabilities(&self, identity: &PublicKey) -> Option<Capabilities> {
+        Some(match self.role(identity)? {
+            Role::Admin => Capabilities::ALL,
+            Role::ReadOnly => Capabilities::NONE,
+            Role::Member => self.capabilities.get(identity).copied().unwrap_or(self.default_capabilities),
+        })
+    }
+
+    /// How many admins the group has.
+    pub fn admin_count(&self) -> usize {
+        self.members.values().filter(|r| **r == Role::Admin).count()
+    }
+
+    /// Whether `identity` may write context `context_id` of this group.
+    pub fn may_write(&self, context_id: &ContextId, identity: &PublicKey) -> bool {
+        match self.role(identity) {
+            Some(Role::Admin) => true,
+            Some(Role::Member) => self
+                .context_capabilities
+                .get(&(*context_id, *identity))
+                .is_none_or(|caps| caps.contains(ContextCapabilities::WRITE)),
+            Some(Role::ReadOnly) | None => false,
+        }
+    }
+
+    fn require(&self, signer: &PublicKey, needed: Capabilities) -> Result<(), Rejection> {
+        let caps = self.effective_capabilities(signer).ok_or(Rejection::NotMember(*signer))?;
+        if caps.contains(needed) {
+            Ok(())
+        } else {
+            Err(Rejection::MissingCapability { signer: *signer, needed })
+        }
+    }
+
+    fn require_admin(&self, signer: &PublicKey) -> Result<(), Rejection> {
+        match self.role(signer) {
+            Some(Role::Admin) => Ok(()),
+            Some(_) => Err(Rejection::AdminRequired(*signer)),
+            None => Err(Rejection::NotMember(*signer)),
+        }
+    }
+
+    fn member(&self, identity: &PublicKey) -> Result<Role, Rejection> {
+        self.role(identity).ok_or(Rejection::NotMember(*identity))
+    }
+
+    fn grantable(&self, signer: &PublicKey, caps: Capabilities) -> Result<(), Rejection> {
+        if !caps.is_valid() {
+            return Err(Rejection::InvalidCapabilities(caps.0));
+        }
+        let held = self.effective_capabilities(signer).ok_or(Rejection::NotMember(*signer))?;
+        let lacking = caps.difference(held);
+        if lacking == Capabilities::NONE {
+            Ok(())
+        } else {
+            Err(Rejection::CannotGrant { signer: *signer, lacking })
+        }
+    }
+
+    /// Whether removing `identity`'s admin role would leave no admin.
+    fn is_last_admin(&self, identity: &PublicKey) -> bool {
+        self.role(identity) == Some(Role::Admin) && self.admin_count() == 1
+    }
+
+    fn forget_member(&mut self, identity: &PublicKey) {
+        self.members.remove(identity);
+        self.capabilities.remove(identity);
+        self.member_aliases.remove(identity);
+        self.context_capabilities.retain(|(_, member), _| member != identity);
+    }
+}
+
+/// The governance state of a namespace: its groups, deleted group ids and the
+/// signers' nonce windows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GovState {
+    /// The namespace.
+    pub namespace_id: NamespaceId,
+    /// Live groups.
+    pub groups: BTreeMap<GroupId, GroupState>,
+    /// Deleted groups (their ids are never reused).
+    pub deleted: BTreeSet<GroupId>,
+    /// Each signer's used nonces.
+    pub nonces: BTreeMap<PublicKey, NonceWindow>,
+}
+
+impl GovState {
+    /// The state before any op.
+    pub fn empty(namespace_id: NamespaceId) -> Self {
+        GovState { namespace_id, groups: BTreeMap::new(), deleted: BTreeSet::new(), nonces: BTreeMap::new() }
+    }
+
+    /// A live group.
+    pub fn group(&self, group_id: &GroupId) -> Option<&GroupState> {
+        self.groups.get(group_id)
+    }
+
+    fn live(&self, group_id: &GroupId) -> Result<&GroupState, Rejection> {
+        if self.deleted.contains(group_id) {
+            return Err(Rejection::GroupDeleted(*group_id));
+        }
+        self.groups.get(group_id).ok_or(Rejection::UnknownGroup(*group_id))
+    }
+
+    /// The group a context is registered in.
+    pub fn group_of_context(&self, context_id: &ContextId) -> Option<GroupId> {
+        self.groups.iter().find(|(_, g)| g.contexts.contains(context_id)).map(|(id, _)| *id)
+    }
+
+    /// `group_id` and every live group below it.
+    pub fn descendants(&self, group_id: &GroupId) -> Vec<GroupId> {
+        let mut out = vec![*group_id];
+        let mut next = 0;
+        while let Some(id) = out.get(next).copied() {
+            next += 1;
+            if let Some(g) = self.groups.get(&id) {
+                out.extend(g.children.iter().copied());
+            }
+        }
+        out
+    }
+}
+
+/// Whether `op` may act on `state` (see the module docs for the rules).
+pub fn judge(state: &GovState, op: &SignedOp) -> Result<(), Rejection> {
+    let c = &op.content;
+    let signer = &c.signer;
+    if let Some(window) = state.nonces.get(signer) {
+        if window.is_used(c.nonce) {
+            return Err(Rejection::NonceReused { signer: *signer, nonce: c.nonce });
+        }
+        if window.distance(c.nonce) > MAX_NONCE_AHEAD {
+            return Err(Rejection::NonceTooFarAhead { signer: *signer, nonce: c.nonce });
+        }
+    } else if c.nonce == 0 {
+        return Err(Rejection::NonceReused { signer: *signer, nonce: 0 });
+    } else if c.nonce > MAX_NONCE_AHEAD {
+        return Err(Rejection::NonceTooFarAhead { signer: *signer, nonce: c.nonce });
+    }
+
+    match &c.body {
+        OpBody::GroupCreated { parent: None, admin, .. } => {
+            if !state.groups.is_empty() || !state.deleted.is_empty() {
+                return Err(Rejection::GenesisExists);
+            }
+            if c.group_id != state.namespace_id.root_group()
+                || c.namespace_id != NamespaceId::for_genesis(signer, c.nonce, &c.hlc)
+            {
+                return Err(Rejection::GenesisNotRoot);
+            }
+            if signer != admin {
+                return Err(Rejection::GenesisSignerNotAdmin);
+            }
+            Ok(())
+        }
+        OpBody::GroupCreated { parent: Some(parent), .. } => {
+            if c.group_id != GroupId::for_subgroup(&c.namespace_id, signer, c.nonce) {
+                return Err(Rejection::WrongGroupId);
+            }
+            if state.groups.contains_key(&c.group_id)
+                || state.deleted.contains(&c.group_id)
+                || c.group_id == state.namespace_id.root_group()
+            {
+                return Err(Rejection::GroupExists(c.group_id));
+            }
+            state.live(parent)?.require(signer, Capabilities::CREATE_SUBGROUP)
+        }
+        OpBody::GroupDeleted => {
+            let group = state.live(&c.group_id)?;
+            let parent = group.parent.ok_or(Rejection::CannotDeleteRoot)?;
+            state.live(&parent)?.require(signer, Capabilities::DELETE_SUBGROUP)
+        }
+        body => judge_in_group(state, state.live(&c.group_id)?, signer, body),
+    }
+}
+
+/// The rules of ops that act within one live group.
+fn judge_in_group(state: &GovState, g: &GroupState, signer: &PublicKey, body: &OpBody) -> Result<(), Rejection> {
+    match body {
+        OpBody::MemberAdded { identity, role } => {
+            g.require(signer, Capabilities::MANAGE_MEMBERS)?;
+            if *role == Role::Admin {
+                g.require_admin(signer)?;
+            }
+            if g.role(identity).is_some() {
+                return Err(Rejection::AlreadyMember(*identity));
+            }
+            Ok(())
+        }
+        OpBody::MemberRemoved { identity } => {
+            g.require(signer, Capabilities::MANAGE_MEMBERS)?;
+            if g.member(identity)? == Role::Admin {
+                g.require_admin(signer)?;
+            }
+            if g.is_last_admin(identity) {
+                return Err(Rejection::LastAdmin);
+            }
+            Ok(())
+        }
+        OpBody::MemberLeft => {
+            g.member(signer)?;
+            if g.is_last_admin(signer) {
+                return Err(Rejection::LastAdmin);
+            }
+            Ok(())
+        }
+        OpBody::RoleSet { identity, role } => {
+            g.require(signer, Capabilities::MANAGE_MEMBERS)?;
+            let current = g.member(identity)?;
+            if current == Role::Admin || *role == Role::Admin {
+                g.require_admin(signer)?;
+            }
+            if *role != Role::Admin && g.is_last_admin(identity) {
+                return Err(Rejection::LastAdmin);
+            }
+            Ok(())
+        }
+        OpBody::CapabilitiesSet { identity, capabilities } => {
+            g.require(signer, Capabilities::MANAGE_MEMBERS)?;
+            if g.member(identity)? == Role::Admin {
+                g.require_admin(signer)?;
+            }
+            g.grantable(signer, *capabilities)
+        }
+        OpBody::DefaultCapabilitiesSet { capabilities } => {
+            g.require(signer, Capabilities::MANAGE_MEMBERS)?;
+            g.grantable(signer, *capabilities)
+        }
+        OpBody::ContextRegistered { context_id } => {
+            g.require(signer, Capabilities::CREATE_CONTEXT)?;
+            match state.group_of_context(context_id) {
+                Some(group_id) => Err(Rejection::ContextAlreadyRegistered { context_id: *context_id, group_id }),
+                None => Ok(()),
+            }
+        }
+        OpBody::ContextDetached { context_id } => {
+            g.require_admin(signer)?;
+            registered(g, context_id)
+        }
+        OpBody::ContextCapabilitiesSet { context_id, identity, capabilities } => {
+            g.require(signer, Capabilities::MANAGE_MEMBERS)?;
+            registered(g, context_id)?;
+            g.member(identity)?;
+            if !capabilities.is_valid() {
+                return Err(Rejection::InvalidCapabilities(u32::from(capabilities.0)));
+            }
+            Ok(())
+        }
+        OpBody::TargetApplicationSet { .. } => {
+            g.require(signer, Capabilities::MANAGE_APPLICATION)?;
+            if g.meta.upgrade_policy == UpgradePolicy::Frozen {
+                return Err(Rejection::UpgradeFrozen);
+            }
+            Ok(())
+        }
+        OpBody::AliasSet { target, alias } => {
+            // A member may name itself; anything else needs MANAGE_METADATA.
+            if *target != AliasTarget::Member(*signer) {
+                g.require(signer, Capabilities::MANAGE_METADATA)?;
+            }
+            match target {
+                AliasTarget::Group => Ok(()),
+                AliasTarget::Member(identity) => {
+                    g.member(identity)?;
+                    unique(alias, g.member_aliases.iter().filter(|(k, _)| *k != identity).map(|(_, v)| v))
+                }
+                AliasTarget::Context(context_id) => {
+                    registered(g, context_id)?;
+                    unique(alias, g.context_aliases.iter().filter(|(k, _)| *k != context_id).map(|(_, v)| v))
+                }
+            }
+        }
+        _ => Err(Rejection::Unsupported),
+    }
+}
+
+fn registered(g: &GroupState, context_id: &ContextId) -> Result<(), Rejection> {
+    if g.contexts.contains(context_id) {
+        Ok(())
+    } else {
+        Err(Rejection::ContextNotRegistered(*context_id))
+    }
+}
+
+fn unique<'a>(alias: &str, mut others: impl Iterator<Item = &'a String>) -> Result<(), Rejection> {
+    if !alias.is_empty() && others.any(|a| a == alias) {
+        return Err(Rejection::AliasTaken(alias.to_owned()));
+    }
+    Ok(())
+}
+
+fn set_alias<K: Ord>(map: &mut BTreeMap<K, String>, key: K, alias: &str) {
+    if alias.is_empty() {
+        map.remove(&key);
+    } else {
+        map.insert(key, alias.to_owned());
+    }
+}
+
+/// Performs `op`, which [`judge`] accepted on `state`.
+pub fn apply(state: &mut GovState, op: &SignedOp) {
+    let c = &op.content;
+    state.nonces.entry(c.signer).or_default().record(c.nonce);
+    let at_ms = c.hlc.physical_ms;
+    match &c.body {
+        OpBody::GroupCreated { parent, target_application_id, app_key, upgrade_policy, admin } => {
+            let meta = GroupMetaValue {
+                app_key: *app_key,
+                target_application_id: *target_application_id,
+                upgrade_policy: *upgrade_policy,
+                created_at: at_ms,
+                admin_identity: *admin,
+                migration: None,
+            };
+            state.groups.insert(c.group_id, GroupState::new(*parent, meta));
+            if let Some(p) = parent.and_then(|p| state.groups.get_mut(&p)) {
+                p.children.insert(c.group_id);
+            }
+        }
+        OpBody::GroupDeleted => {
+            let parent = state.groups.get(&c.group_id).and_then(|g| g.parent);
+            for id in state.descendants(&c.group_id) {
+                state.groups.remove(&id);
+                state.deleted.insert(id);
+            }
+            if let Some(p) = parent.and_then(|p| state.groups.get_mut(&p)) {
+                p.children.remove(&c.group_id);
+            }
+        }
+        body => {
+            if let Some(g) = state.groups.get_mut(&c.group_id) {
+                apply_in_group(g, op, body);
+            }
+        }
+    }
+}
+
+fn apply_in_group(g: &mut GroupState, op: &SignedOp, body: &OpBody) {
+    let c = &op.content;
+    match body {
+        OpBody::MemberAdded { identity, role } | OpBody::RoleSet { identity, role } => {
+            g.members.insert(*identity, *role);
+        }
+        OpBody::MemberRemoved { identity } => g.forget_member(identity),
+        OpBody::MemberLeft => g.forget_member(&c.signer),
+        OpBody::CapabilitiesSet { identity, capabilities } => {
+            g.capabilities.insert(*identity, *capabilities);
+        }
+        OpBody::DefaultCapabilitiesSet { capabilities } => g.default_capabilities = *capabilities,
+        OpBody::ContextRegistered { context_id } => {
+            g.contexts.insert(*context_id);
+        }
+        OpBody::ContextDetached { context_id } => {
+            g.contexts.remove(context_id);
+            g.context_aliases.remove(context_id);
+            g.context_capabilities.retain(|(ctx, _), _| ctx != context_id);
+        }
+        OpBody::ContextCapabilitiesSet { context_id, identity, capabilities } => {
+            g.context_capabilities.insert((*context_id, *identity), *capabilities);
+        }
+        OpBody::TargetApplicationSet { application_id, migration } => {
+            let from_version = g.upgrade.as_ref().map_or(0, |u| u.to_version);
+            let at_ms = c.hlc.physical_ms;
+            let total = u64::try_from(g.contexts.len()).unwrap_or(u64::MAX);
+            let status = if total == 0 {
+                GroupUpgradeStatus::Completed { completed_at: at_ms }
+            } else {
+                GroupUpgradeStatus::InProgress { total, completed: 0, failed: 0 }
+            };
+            g.upgrade = Some(GroupUpgradeValue {
+                from_version,
+                to_version: from_version.saturating_add(1),
+                migration: migration.clone(),
+                initiated_at: at_ms,
+                initiated_by: c.signer,
+                status,
+            });
+            g.meta.target_application_id = *application_id;
+            g.meta.migration = migration.clone();
+        }
+        OpBody::AliasSet { target, alias } => match target {
+            AliasTarget::Group => g.alias = (!alias.is_empty()).then(|| alias.clone()),
+            AliasTarget::Member(identity) => set_alias(&mut g.member_aliases, *identity, alias),
+            AliasTarget::Context(context_id) => set_alias(&mut g.context_aliases, *context_id, alias),
+        },
+        _ => {}
+    }
+}
