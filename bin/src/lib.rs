@@ -1,5 +1,11 @@
-//! Home of `weftd` (the daemon) and `weft` (the operator CLI).
+//! `weftd` (the daemon) and `weft` (the operator CLI).
 //!
-//! Neither binary exists yet: they arrive with the daemon/RPC/CLI work (issue 6).
-//! This crate is kept in the workspace so the layout of ARCHITECTURE.md §2 holds.
+//! The binaries are thin: `home` is the node's home directory (init, secrets, the
+//! lock), `daemon` is `weftd run | backup | inspect`, `cli` is `weft`'s commands over
+//! the JSON-RPC API. The node itself (config, service, RPC server) is weft-node.
 #![deny(missing_docs)]
+
+pub mod cli;
+pub mod daemon;
+pub mod home;
+pub mod logging;

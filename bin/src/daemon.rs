@@ -1,0 +1,237 @@
+//! `weftd run`, `weftd backup` and `weftd inspect`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use weft_node::metrics::NodeMetrics;
+use weft_node::rpc::{self, RpcOptions};
+use weft_node::service::{peer_id_of, NodeService, ServiceError};
+use weft_node::stats::BackendStats;
+use weft_primitives::ContextId;
+use weft_store::schema::Column;
+use weft_store::{RocksBackend, Store, StoreError};
+
+use crate::home::{write_secret, Home, HomeError, InitOptions};
+
+/// Errors of the daemon's commands.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DaemonError {
+    /// The home directory.
+    #[error(transparent)]
+    Home(#[from] HomeError),
+    /// The store.
+    #[error("store at {path}: {source}")]
+    Store {
+        /// The data directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
+    /// The RPC server.
+    #[error(transparent)]
+    Rpc(#[from] rpc::RpcError),
+    /// The node service.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    /// Anything else, said in words.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn other(e: impl std::fmt::Display) -> DaemonError {
+    DaemonError::Other(e.to_string())
+}
+
+fn open_store(home: &Home, rocks: &weft_store::RocksConfig) -> Result<Store<RocksBackend, Column>, DaemonError> {
+    let path = home.data_dir();
+    let store_err = |source| DaemonError::Store { path: path.clone(), source };
+    let backend = RocksBackend::open::<Column>(&path, rocks).map_err(store_err)?;
+    Store::open(backend).map_err(store_err)
+}
+
+/// `weftd run`: initializes the home if it is new, takes its lock, starts the RPC server,
+/// opens the store, serves until SIGINT or SIGTERM, then stops accepting calls, lets
+/// in-flight ones finish, flushes and closes RocksDB.
+pub fn run(home: &Home) -> Result<(), DaemonError> {
+    if !home.is_initialized() {
+        let report = home.init(&InitOptions::default())?;
+        if !report.created.is_empty() {
+            println!("initialized a new weft home at {}", home.root().display());
+        }
+    }
+    let _lock = home.lock()?;
+    let config = home.load_config()?;
+    let key = home.load_key()?;
+    let token = home.load_token()?;
+    let identity = key.public_key();
+    let peer_id = peer_id_of(&identity)?;
+
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("weftd").build().map_err(other)?;
+    let service = runtime.block_on(async {
+        let metrics = Arc::new(NodeMetrics::new());
+        let options = RpcOptions {
+            listen: config.rpc.listen,
+            token,
+            max_request_bytes: config.rpc.max_request_bytes,
+            max_connections: config.rpc.max_connections,
+            p2p_listen: config.p2p.listen.clone(),
+            bootstrap: config.p2p.bootstrap.clone(),
+        };
+        let server = rpc::start::<RocksBackend>(options, metrics.clone()).await?;
+        let addr = server.local_addr();
+        publish_rpc_addr(home, addr)?;
+        println!("weftd {} home {}", env!("CARGO_PKG_VERSION"), home.root().display());
+        println!("  identity     {}", identity.to_hex());
+        println!("  peer id      {peer_id}");
+        println!("  admin token  {}", home.token_path().display());
+        println!("  JSON-RPC     http://{addr}/  ws://{addr}/ws");
+        println!("  probes       http://{addr}/health  http://{addr}/ready  http://{addr}/metrics");
+        println!("  rpc address  written to {}", home.rpc_addr_path().display());
+        println!("  p2p listen   {} (networking is not built yet)", join(&config.p2p.listen));
+
+        let started = Instant::now();
+        let store_home = home.clone();
+        let rocks = config.rocks();
+        let store = tokio::task::spawn_blocking(move || open_store(&store_home, &rocks)).await.map_err(other)??;
+        let service = Arc::new(NodeService::new(store, key, config.limits.clone(), config.engine(), metrics)?);
+        server.set_ready(service.clone());
+        tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "store open; ready");
+        println!("ready");
+
+        shutdown_signal().await?;
+        tracing::info!("shutting down: refusing new calls, finishing in-flight ones");
+        server.stop().await;
+        Ok::<_, DaemonError>(service)
+    })?;
+    // Dropping the runtime ends every task still holding the service (subscriptions, the
+    // server's own tasks); blocking calls run to completion first.
+    drop(runtime);
+    let _ = std::fs::remove_file(home.rpc_addr_path());
+    close(service);
+    Ok(())
+}
+
+/// Flushes memtables and the WAL, then closes RocksDB by dropping the last reference.
+fn close(service: Arc<NodeService<RocksBackend>>) {
+    if let Err(e) = service.store().flush() {
+        tracing::error!(error = %e, "flush at shutdown failed; the WAL still holds every acknowledged write");
+    }
+    match Arc::try_unwrap(service) {
+        Ok(service) => {
+            drop(service);
+            tracing::info!("store closed");
+        }
+        Err(service) => {
+            tracing::warn!(refs = Arc::strong_count(&service), "store still referenced at exit; flushed, not closed");
+        }
+    }
+}
+
+fn join(addrs: &[weft_node::config::Multiaddr]) -> String {
+    addrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+}
+
+/// Writes `<home>/rpc-addr` atomically (write a temporary file, rename it).
+fn publish_rpc_addr(home: &Home, addr: std::net::SocketAddr) -> Result<(), DaemonError> {
+    let tmp = home.root().join("rpc-addr.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    write_secret(&tmp, &addr.to_string())?;
+    std::fs::rename(&tmp, home.rpc_addr_path()).map_err(other)
+}
+
+async fn shutdown_signal() -> Result<(), DaemonError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).map_err(other)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(other)?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+    Ok(())
+}
+
+/// `weftd backup DEST`: a RocksDB checkpoint of a stopped node's store (hard links where the
+/// file system allows) in `DEST/data`, with config.toml; the node key and admin token only
+/// with `include_secrets`.
+pub fn backup(home: &Home, dest: &Path, include_secrets: bool) -> Result<(), DaemonError> {
+    let _lock = home.lock().map_err(|e| match e {
+        HomeError::Locked { .. } => DaemonError::Other(format!("{e}\n(backups are taken from a stopped node)")),
+        other => other.into(),
+    })?;
+    if !home.data_dir().exists() {
+        return Err(DaemonError::Other(format!(
+            "{} has no store yet (weftd has never run there): nothing to back up",
+            home.root().display()
+        )));
+    }
+    if dest.exists() && std::fs::read_dir(dest).map_err(other)?.next().is_some() {
+        return Err(DaemonError::Other(format!("{} exists and is not empty", dest.display())));
+    }
+    let config = home.load_config()?;
+    let store = open_store(home, &config.rocks())?;
+    std::fs::create_dir_all(dest).map_err(other)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o700)).map_err(other)?;
+    }
+    let checkpoint = rocksdb::checkpoint::Checkpoint::new(store.backend().db()).map_err(other)?;
+    checkpoint.create_checkpoint(dest.join("data")).map_err(other)?;
+    std::fs::copy(home.config_path(), dest.join("config.toml")).map_err(other)?;
+    let mut copied = vec!["data/", "config.toml"];
+    if include_secrets {
+        for (from, name) in [(home.key_path(), "node-key"), (home.token_path(), "admin-token")] {
+            let text = std::fs::read_to_string(&from).map_err(other)?;
+            write_secret(&dest.join(name), &text)?;
+            copied.push(name);
+        }
+    }
+    println!("backup of {} written to {}: {}", home.root().display(), dest.display(), copied.join(", "));
+    if !include_secrets {
+        println!("the node key and admin token were left out (pass --include-secrets to copy them)");
+    }
+    Ok(())
+}
+
+/// `weftd inspect`: column families with RocksDB's key-count and size estimates; with a
+/// context, its heads, root and counters and a from-scratch recomputation of its root.
+/// Returns whether every check passed.
+pub fn inspect(home: &Home, context: Option<ContextId>) -> Result<bool, DaemonError> {
+    let _lock = home.lock()?;
+    let config = home.load_config()?;
+    let store = open_store(home, &config.rocks())?;
+    let stats = store.backend().store_stats().unwrap_or_default();
+    println!("store {}", home.data_dir().display());
+    println!("{:<14} {:>12} {:>12} {:>12} {:>12}", "column", "~keys", "sst bytes", "blob bytes", "memtable");
+    for c in &stats.columns {
+        println!(
+            "{:<14} {:>12} {:>12} {:>12} {:>12}",
+            c.name, c.estimate_keys, c.sst_bytes, c.blob_bytes, c.memtable_bytes
+        );
+    }
+    println!("block cache usage {} bytes", stats.block_cache_usage);
+    let Some(context_id) = context else {
+        return Ok(true);
+    };
+    let engine = weft_node::context::ContextEngine::new(store, config.engine());
+    let view = engine.view(&context_id).map_err(other)?;
+    let recomputed = engine.recompute_root(&context_id).map_err(other)?;
+    let divergences = engine.divergences(&context_id).map_err(other)?;
+    println!();
+    println!("context   {}", context_id.to_hex());
+    println!("heads     {}", view.heads.iter().map(|h| h.to_hex()).collect::<Vec<_>>().join(" "));
+    println!("root      {}", view.root_hash.to_hex());
+    println!("deltas    {} applied, {} pending", view.status.delta_count, view.status.pending_count);
+    println!("keys      {}", view.status.key_count);
+    println!("diverged  {} ({} divergences recorded)", view.status.diverged, divergences.len());
+    let ok = recomputed == view.root_hash;
+    if ok {
+        println!("recheck   ok: the root recomputed from scratch matches");
+    } else {
+        println!("recheck   MISMATCH: recomputed from scratch {}", recomputed.to_hex());
+    }
+    Ok(ok)
+}

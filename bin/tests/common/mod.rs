@@ -1,0 +1,208 @@
+//! Drives real `weftd` processes through HTTP JSON-RPC and the real `weft` CLI.
+//!
+//! These tests live in bin/tests (not the workspace's tests/) because Cargo only gives
+//! the binaries' paths (`CARGO_BIN_EXE_*`) to the tests of the package that builds them.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub const WEFTD: &str = env!("CARGO_BIN_EXE_weftd");
+pub const WEFT: &str = env!("CARGO_BIN_EXE_weft");
+
+/// Runs `weftd init --home <home> --rpc-listen 127.0.0.1:0`.
+pub fn init(home: &Path) {
+    let out =
+        Command::new(WEFTD).args(["init", "--home"]).arg(home).args(["--rpc-listen", "127.0.0.1:0"]).output().unwrap();
+    assert!(out.status.success(), "weftd init failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A running weftd.
+pub struct Node {
+    pub home: PathBuf,
+    pub addr: SocketAddr,
+    pub token: String,
+    child: Option<Child>,
+    pub stdout: Arc<Mutex<String>>,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
+    let buf = Arc::new(Mutex::new(String::new()));
+    let sink = buf.clone();
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+    });
+    buf
+}
+
+impl Node {
+    /// Starts `weftd run` on an initialized home and waits until `/ready` answers 200.
+    pub fn start(home: &Path) -> Node {
+        let mut child = Command::new(WEFTD)
+            .args(["run", "--home"])
+            .arg(home)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = drain(child.stdout.take().unwrap());
+        let stderr = drain(child.stderr.take().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(Instant::now() < deadline, "weftd did not become ready: {}", stderr.lock().unwrap());
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("weftd exited with {status}: {}", stderr.lock().unwrap());
+            }
+            if let Some(addr) = std::fs::read_to_string(home.join("rpc-addr")).ok().and_then(|s| s.trim().parse().ok())
+            {
+                if http(addr, "GET", "/ready", None, "").ok().is_some_and(|(status, _)| status == 200) {
+                    let token = std::fs::read_to_string(home.join("admin-token")).unwrap().trim().to_string();
+                    return Node { home: home.to_path_buf(), addr, token, child: Some(child), stdout, stderr };
+                }
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Sends SIGTERM and waits for a clean exit; returns what weftd wrote to stderr.
+    pub fn stop(mut self) -> String {
+        let mut child = self.child.take().unwrap();
+        let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let exit = loop {
+            if let Some(exit) = child.try_wait().unwrap() {
+                break exit;
+            }
+            assert!(Instant::now() < deadline, "weftd did not stop after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Let the drain threads see EOF.
+        std::thread::sleep(Duration::from_millis(50));
+        let stderr = self.stderr.lock().unwrap().clone();
+        assert!(exit.success(), "weftd exited with {exit}: {stderr}");
+        stderr
+    }
+
+    /// A JSON-RPC call with the right token; returns the whole response object.
+    pub fn call(&self, method: &str, params: Value) -> Value {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
+        self.raw(&body)
+    }
+
+    /// Posts a raw body with the right token; returns the parsed response.
+    pub fn raw(&self, body: &str) -> Value {
+        let (status, text) = http(self.addr, "POST", "/", Some(&self.token), body).unwrap();
+        assert_eq!(status, 200, "{text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    }
+
+    /// A call that must succeed; returns its result.
+    pub fn ok(&self, method: &str, params: Value) -> Value {
+        let response = self.call(method, params);
+        assert!(response.get("error").is_none(), "{method} failed: {response}");
+        response["result"].clone()
+    }
+
+    /// A call that must fail; returns its error object.
+    pub fn err(&self, method: &str, params: Value) -> Value {
+        let response = self.call(method, params);
+        assert!(response.get("result").is_none(), "{method} should have failed: {response}");
+        response["error"].clone()
+    }
+
+    /// Runs the weft CLI against this node's home.
+    pub fn weft(&self, args: &[&str]) -> Output {
+        weft(&self.home, args)
+    }
+
+    /// Runs the weft CLI with `--json` and parses its one line of output.
+    pub fn weft_json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.weft(&all);
+        assert!(out.status.success(), "weft {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("weft {args:?} printed non-JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+        })
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs the weft CLI with `--home home`.
+pub fn weft(home: &Path, args: &[&str]) -> Output {
+    Command::new(WEFT).arg("--home").arg(home).args(args).output().unwrap()
+}
+
+/// Stdout of a successful command, trimmed.
+pub fn stdout_ok(out: &Output) -> String {
+    assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout.clone()).unwrap().trim().to_string()
+}
+
+/// One HTTP/1.1 request; returns status and body.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> std::io::Result<(u16, String)> {
+    let mut headers = String::new();
+    if let Some(t) = token {
+        headers.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    request(addr, &format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ))
+}
+
+/// Sends raw request bytes; returns status and body (read up to its Content-Length, so a
+/// kept-alive connection does not stall the test).
+pub fn request(addr: SocketAddr, raw: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    stream.write_all(raw.as_bytes())?;
+    let mut response = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = stream.read(&mut chunk)?;
+        response.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&response).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head.lines().find_map(|l| {
+                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap())
+            });
+            if n == 0 || length.is_some_and(|len| body.len() >= len) {
+                let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+                return Ok((status, body.to_string()));
+            }
+        }
+        if n == 0 {
+            return Ok((0, text));
+        }
+    }
+}

@@ -1,0 +1,558 @@
+//! The node's configuration: `config.toml` in the node's home directory.
+//!
+//! Every section and key is optional; a missing key takes its default (the values
+//! [`NodeConfig::default`] holds and [`NodeConfig::render`] writes out, commented,
+//! for `weftd init`). Unknown keys are errors, so a misspelt key is never silently
+//! ignored, and every error names the key it is about: parse errors quote the
+//! offending line (`toml` points at the key), and [`NodeConfig::validate`] reports
+//! values that parse but make no sense (a zero limit, a write buffer larger than
+//! the memory budget) as [`ConfigError::Invalid`] with the dotted key.
+//!
+//! The sections map onto the node's parts: `[rpc]` the JSON-RPC server,
+//! `[p2p]` and `[sync]` the network (stored and shown now; used once networking
+//! lands, issue 5), `[storage]` RocksDB ([`RocksConfig`]), `[limits]` the state
+//! engine ([`EngineConfig`], [`DeltaLimits`]) and the blob store.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use multiaddr::Multiaddr;
+use serde::{Deserialize, Serialize};
+use weft_store::{Durability, RocksConfig};
+
+use crate::context::{DeltaLimits, EngineConfig};
+
+/// The default RPC listen address: loopback only.
+pub const DEFAULT_RPC_LISTEN: &str = "127.0.0.1:7528";
+/// The default p2p listen address.
+pub const DEFAULT_P2P_LISTEN: &str = "/ip4/0.0.0.0/tcp/7428";
+
+const MIB: u64 = 1 << 20;
+
+/// Errors reading or checking a configuration file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, has an unknown key or a value of the wrong type.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, which quotes the offending key and line.
+        message: String,
+    },
+    /// A value parses but is out of range.
+    #[error("{path}: `{key}` {reason}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The dotted key, e.g. `storage.write_buffer_mb`.
+        key: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// The whole configuration file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeConfig {
+    /// `[rpc]`: the JSON-RPC admin server.
+    pub rpc: RpcConfig,
+    /// `[p2p]`: the peer-to-peer network.
+    pub p2p: P2pConfig,
+    /// `[storage]`: RocksDB.
+    pub storage: StorageConfig,
+    /// `[sync]`: catch-up and anti-entropy.
+    pub sync: SyncConfig,
+    /// `[limits]`: sizes every node enforces.
+    pub limits: LimitsConfig,
+}
+
+/// `[rpc]`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RpcConfig {
+    /// Address the JSON-RPC server (HTTP and WebSocket) listens on.
+    pub listen: SocketAddr,
+    /// Largest request body (HTTP) or message (WebSocket), in bytes.
+    pub max_request_bytes: u32,
+    /// Most simultaneous connections.
+    pub max_connections: u32,
+}
+
+impl Default for RpcConfig {
+    fn default() -> Self {
+        RpcConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7528)),
+            max_request_bytes: 32 << 20,
+            max_connections: 128,
+        }
+    }
+}
+
+/// `[p2p]`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct P2pConfig {
+    /// Multiaddrs the node listens on for peers.
+    pub listen: Vec<Multiaddr>,
+    /// Peers dialled at start-up.
+    pub bootstrap: Vec<Multiaddr>,
+}
+
+impl Default for P2pConfig {
+    fn default() -> Self {
+        P2pConfig { listen: vec![default_p2p_listen()], bootstrap: Vec::new() }
+    }
+}
+
+/// The default p2p listen multiaddr.
+pub fn default_p2p_listen() -> Multiaddr {
+    Multiaddr::empty()
+        .with(multiaddr::Protocol::Ip4(std::net::Ipv4Addr::UNSPECIFIED))
+        .with(multiaddr::Protocol::Tcp(7428))
+}
+
+/// When a write reaches stable storage (`storage.wal_sync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WalSync {
+    /// fsync the WAL on every write: an acknowledged write survives power loss.
+    Sync,
+    /// Write the WAL through the OS page cache: survives a crash of weftd, not of the machine.
+    Buffered,
+    /// As `buffered`, plus an fsync every `wal_sync_interval_ms`.
+    Periodic,
+}
+
+/// `[storage]`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// RocksDB's memory budget in MiB: the shared block cache, which memtables are charged to.
+    pub memory_budget_mb: u64,
+    /// The part of the budget memtables may use, in MiB.
+    pub write_buffer_mb: u64,
+    /// WAL sync policy.
+    pub wal_sync: WalSync,
+    /// Interval of the WAL fsync under `wal_sync = "periodic"`, in milliseconds.
+    pub wal_sync_interval_ms: u64,
+    /// Background flush and compaction threads.
+    pub background_jobs: u32,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        let rocks = RocksConfig::default();
+        StorageConfig {
+            memory_budget_mb: rocks.cache_bytes as u64 / MIB,
+            write_buffer_mb: rocks.write_buffer_bytes as u64 / MIB,
+            wal_sync: WalSync::Buffered,
+            wal_sync_interval_ms: 1000,
+            background_jobs: u32::try_from(rocks.background_jobs).unwrap_or(2),
+        }
+    }
+}
+
+/// `[sync]` (used once networking lands, issue 5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyncConfig {
+    /// How often to compare heads and roots with peers, in milliseconds.
+    pub anti_entropy_interval_ms: u64,
+    /// Deltas per message when streaming catch-up.
+    pub catch_up_batch: u32,
+    /// Most sync sessions running at once.
+    pub max_sessions: u32,
+}
+
+impl Default for SyncConfig {
+    fn default() -> Self {
+        SyncConfig { anti_entropy_interval_ms: 5000, catch_up_batch: 1024, max_sessions: 8 }
+    }
+}
+
+/// `[limits]`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Most actions in one delta.
+    pub max_actions: u32,
+    /// Most parents of one delta.
+    pub max_parents: u32,
+    /// Longest state key, in bytes.
+    pub max_key_bytes: u32,
+    /// Longest state value, in bytes.
+    pub max_value_bytes: u32,
+    /// Most bytes of keys, values and events in one delta.
+    pub max_delta_bytes: u32,
+    /// Most deltas a context may hold waiting for their parents.
+    pub max_pending: u64,
+    /// Largest blob or application bytecode, in bytes.
+    pub max_blob_bytes: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        let delta = DeltaLimits::default();
+        let engine = EngineConfig::default();
+        let u32_of = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        LimitsConfig {
+            max_actions: u32_of(delta.max_actions),
+            max_parents: u32_of(delta.max_parents),
+            max_key_bytes: u32_of(delta.max_key_len),
+            max_value_bytes: u32_of(delta.max_value_len),
+            max_delta_bytes: u32_of(delta.max_delta_bytes),
+            max_pending: engine.max_pending,
+            max_blob_bytes: 16 << 20,
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates `text`; `path` is only for messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let config: NodeConfig = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    /// Checks ranges and relations the types cannot express.
+    pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid =
+            |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
+        let positive: [(&'static str, u64); 13] = [
+            ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
+            ("rpc.max_connections", u64::from(self.rpc.max_connections)),
+            ("storage.memory_budget_mb", self.storage.memory_budget_mb),
+            ("storage.write_buffer_mb", self.storage.write_buffer_mb),
+            ("storage.background_jobs", u64::from(self.storage.background_jobs)),
+            ("sync.anti_entropy_interval_ms", self.sync.anti_entropy_interval_ms),
+            ("sync.catch_up_batch", u64::from(self.sync.catch_up_batch)),
+            ("sync.max_sessions", u64::from(self.sync.max_sessions)),
+            ("limits.max_actions", u64::from(self.limits.max_actions)),
+            ("limits.max_parents", u64::from(self.limits.max_parents)),
+            ("limits.max_key_bytes", u64::from(self.limits.max_key_bytes)),
+            ("limits.max_delta_bytes", u64::from(self.limits.max_delta_bytes)),
+            ("limits.max_blob_bytes", u64::from(self.limits.max_blob_bytes)),
+        ];
+        for (key, value) in positive {
+            if value == 0 {
+                return invalid(key, "must be greater than 0".into());
+            }
+        }
+        if self.storage.write_buffer_mb > self.storage.memory_budget_mb {
+            return invalid(
+                "storage.write_buffer_mb",
+                format!(
+                    "({}) must not exceed storage.memory_budget_mb ({}): memtables are charged to the budget",
+                    self.storage.write_buffer_mb, self.storage.memory_budget_mb
+                ),
+            );
+        }
+        // 1 TiB: more is a typo, and the byte count must fit a usize on every target.
+        if self.storage.memory_budget_mb > 1 << 20 {
+            return invalid("storage.memory_budget_mb", "must be at most 1048576 (1 TiB)".into());
+        }
+        if self.storage.wal_sync == WalSync::Periodic && self.storage.wal_sync_interval_ms == 0 {
+            return invalid(
+                "storage.wal_sync_interval_ms",
+                "must be greater than 0 when wal_sync = \"periodic\"".into(),
+            );
+        }
+        if i32::try_from(self.storage.background_jobs).is_err() {
+            return invalid("storage.background_jobs", "is too large".into());
+        }
+        if self.limits.max_value_bytes > self.limits.max_delta_bytes {
+            return invalid(
+                "limits.max_value_bytes",
+                format!(
+                    "({}) must not exceed limits.max_delta_bytes ({})",
+                    self.limits.max_value_bytes, self.limits.max_delta_bytes
+                ),
+            );
+        }
+        if self.limits.max_blob_bytes > self.rpc.max_request_bytes {
+            return invalid(
+                "limits.max_blob_bytes",
+                format!(
+                    "({}) must not exceed rpc.max_request_bytes ({}), or blobs that size could not be sent",
+                    self.limits.max_blob_bytes, self.rpc.max_request_bytes
+                ),
+            );
+        }
+        if self.p2p.listen.is_empty() {
+            return invalid("p2p.listen", "needs at least one address".into());
+        }
+        Ok(())
+    }
+
+    /// RocksDB settings.
+    pub fn rocks(&self) -> RocksConfig {
+        let bytes = |mb: u64| usize::try_from(mb.saturating_mul(MIB)).unwrap_or(usize::MAX);
+        RocksConfig {
+            cache_bytes: bytes(self.storage.memory_budget_mb),
+            write_buffer_bytes: bytes(self.storage.write_buffer_mb),
+            durability: match self.storage.wal_sync {
+                WalSync::Sync => Durability::Sync,
+                WalSync::Buffered => Durability::Buffered,
+                WalSync::Periodic => Durability::Periodic(Duration::from_millis(self.storage.wal_sync_interval_ms)),
+            },
+            background_jobs: i32::try_from(self.storage.background_jobs).unwrap_or(i32::MAX),
+        }
+    }
+
+    /// State engine settings.
+    pub fn engine(&self) -> EngineConfig {
+        let usize_of = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
+        EngineConfig {
+            limits: DeltaLimits {
+                max_actions: usize_of(self.limits.max_actions),
+                max_parents: usize_of(self.limits.max_parents),
+                max_key_len: usize_of(self.limits.max_key_bytes),
+                max_value_len: usize_of(self.limits.max_value_bytes),
+                max_delta_bytes: usize_of(self.limits.max_delta_bytes),
+            },
+            max_pending: self.limits.max_pending,
+            ..EngineConfig::default()
+        }
+    }
+
+    /// The file `weftd init` writes: every key with its value and a comment saying what it
+    /// does. Parsing it gives back `self`.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let quoted_list = |addrs: &[Multiaddr]| {
+            let items: Vec<String> = addrs.iter().map(|a| format!("\"{a}\"")).collect();
+            format!("[{}]", items.join(", "))
+        };
+        let wal = match self.storage.wal_sync {
+            WalSync::Sync => "sync",
+            WalSync::Buffered => "buffered",
+            WalSync::Periodic => "periodic",
+        };
+        // Writing to a String cannot fail.
+        let _ = write!(
+            out,
+            r#"# weftd configuration. Every key is optional: a missing key takes the default
+# shown in its comment. Unknown keys are errors.
+
+[rpc]
+# JSON-RPC admin API (HTTP POST / and WebSocket /ws). Keep it on loopback unless
+# you put TLS in front of it. Default "{rpc_default}".
+listen = "{listen}"
+# Largest request body or WebSocket message, in bytes. Default 33554432 (32 MiB).
+max_request_bytes = {max_request_bytes}
+# Most simultaneous connections. Default 128.
+max_connections = {max_connections}
+
+[p2p]
+# Multiaddrs to listen on for peers (used once networking lands). Default ["{p2p_default}"].
+listen = {p2p_listen}
+# Peers to dial at start-up, as multiaddrs ending in /p2p/<peer id>. Default [].
+bootstrap = {bootstrap}
+
+[storage]
+# RocksDB's memory budget in MiB: one block cache shared by every column family,
+# which memtables are charged to. Default 256.
+memory_budget_mb = {memory_budget_mb}
+# The part of the budget memtables may use, in MiB. Default 128.
+write_buffer_mb = {write_buffer_mb}
+# When a write reaches the disk: "sync" (fsync every write; survives power loss),
+# "buffered" (survives a crash of weftd, not of the machine) or "periodic"
+# (buffered, plus an fsync every wal_sync_interval_ms). Default "buffered".
+wal_sync = "{wal}"
+# fsync interval for wal_sync = "periodic", in milliseconds. Default 1000.
+wal_sync_interval_ms = {wal_sync_interval_ms}
+# Background flush and compaction threads. Default 2.
+background_jobs = {background_jobs}
+
+[sync]
+# (Used once networking lands.) How often to compare heads and roots with peers,
+# in milliseconds. Default 5000.
+anti_entropy_interval_ms = {anti_entropy_interval_ms}
+# Deltas per message when a peer catches up. Default 1024.
+catch_up_batch = {catch_up_batch}
+# Most sync sessions at once. Default 8.
+max_sessions = {max_sessions}
+
+[limits]
+# Sizes every node must enforce identically: a delta one node accepts and another
+# rejects splits the group. Change them only together on every node.
+# Most actions in one delta. Default 4096.
+max_actions = {max_actions}
+# Most parents of one delta. Default 64.
+max_parents = {max_parents}
+# Longest state key, in bytes. Default 4096.
+max_key_bytes = {max_key_bytes}
+# Longest state value, in bytes. Default 1048576 (1 MiB).
+max_value_bytes = {max_value_bytes}
+# Most bytes of keys and values in one delta. Default 4194304 (4 MiB).
+max_delta_bytes = {max_delta_bytes}
+# Most deltas a context holds waiting for missing parents. Default 100000.
+max_pending = {max_pending}
+# Largest blob or application bytecode, in bytes. Default 16777216 (16 MiB).
+max_blob_bytes = {max_blob_bytes}
+"#,
+            rpc_default = DEFAULT_RPC_LISTEN,
+            listen = self.rpc.listen,
+            max_request_bytes = self.rpc.max_request_bytes,
+            max_connections = self.rpc.max_connections,
+            p2p_default = DEFAULT_P2P_LISTEN,
+            p2p_listen = quoted_list(&self.p2p.listen),
+            bootstrap = quoted_list(&self.p2p.bootstrap),
+            memory_budget_mb = self.storage.memory_budget_mb,
+            write_buffer_mb = self.storage.write_buffer_mb,
+            wal_sync_interval_ms = self.storage.wal_sync_interval_ms,
+            background_jobs = self.storage.background_jobs,
+            anti_entropy_interval_ms = self.sync.anti_entropy_interval_ms,
+            catch_up_batch = self.sync.catch_up_batch,
+            max_sessions = self.sync.max_sessions,
+            max_actions = self.limits.max_actions,
+            max_parents = self.limits.max_parents,
+            max_key_bytes = self.limits.max_key_bytes,
+            max_value_bytes = self.limits.max_value_bytes,
+            max_delta_bytes = self.limits.max_delta_bytes,
+            max_pending = self.limits.max_pending,
+            max_blob_bytes = self.limits.max_blob_bytes,
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn parse(text: &str) -> Result<NodeConfig, ConfigError> {
+        NodeConfig::parse(text, Path::new("config.toml"))
+    }
+
+    #[test]
+    fn an_empty_file_is_the_defaults() {
+        assert_eq!(parse("").unwrap(), NodeConfig::default());
+        assert_eq!(NodeConfig::default().rpc.listen.to_string(), DEFAULT_RPC_LISTEN);
+        assert_eq!(default_p2p_listen().to_string(), DEFAULT_P2P_LISTEN);
+    }
+
+    #[test]
+    fn the_defaults_map_to_the_engine_and_store_defaults() {
+        let config = NodeConfig::default();
+        let rocks = config.rocks();
+        let expected = RocksConfig::default();
+        assert_eq!(
+            (rocks.cache_bytes, rocks.write_buffer_bytes, rocks.durability, rocks.background_jobs),
+            (expected.cache_bytes, expected.write_buffer_bytes, expected.durability, expected.background_jobs)
+        );
+        assert_eq!(config.engine().limits, DeltaLimits::default());
+        assert_eq!(config.engine().max_pending, EngineConfig::default().max_pending);
+    }
+
+    #[test]
+    fn the_rendered_defaults_parse_back_to_the_defaults() {
+        let text = NodeConfig::default().render();
+        assert_eq!(parse(&text).unwrap(), NodeConfig::default());
+        assert!(text.contains("listen = \"127.0.0.1:7528\""));
+        assert!(text.contains("listen = [\"/ip4/0.0.0.0/tcp/7428\"]"));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_that_name_the_key() {
+        let err = parse("[rpc]\nlisten = \"127.0.0.1:1\"\nlsten = 3\n").unwrap_err().to_string();
+        assert!(err.contains("lsten"), "{err}");
+        let err = parse("[rcp]\n").unwrap_err().to_string();
+        assert!(err.contains("rcp"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_errors_that_name_the_key() {
+        for (text, key) in [
+            ("[rpc]\nlisten = \"not an address\"\n", "listen"),
+            ("[rpc]\nmax_connections = \"many\"\n", "max_connections"),
+            ("[p2p]\nbootstrap = [\"/ip4/1.2.3.4/tcpx/1\"]\n", "bootstrap"),
+            ("[storage]\nwal_sync = \"sometimes\"\n", "wal_sync"),
+            ("[limits]\nmax_actions = -1\n", "max_actions"),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(matches!(err, ConfigError::Parse { .. }), "{err}");
+            assert!(err.to_string().contains(key), "{key}: {err}");
+        }
+    }
+
+    #[test]
+    fn out_of_range_values_are_invalid_with_the_dotted_key() {
+        for (text, key) in [
+            ("[limits]\nmax_actions = 0\n", "limits.max_actions"),
+            ("[storage]\nmemory_budget_mb = 64\nwrite_buffer_mb = 128\n", "storage.write_buffer_mb"),
+            ("[storage]\nwal_sync = \"periodic\"\nwal_sync_interval_ms = 0\n", "storage.wal_sync_interval_ms"),
+            ("[limits]\nmax_value_bytes = 10\nmax_delta_bytes = 5\n", "limits.max_value_bytes"),
+            ("[p2p]\nlisten = []\n", "p2p.listen"),
+            ("[rpc]\nmax_request_bytes = 1000\n", "limits.max_blob_bytes"),
+        ] {
+            match parse(text).unwrap_err() {
+                ConfigError::Invalid { key: k, .. } => assert_eq!(k, key),
+                other => panic!("{key}: {other}"),
+            }
+        }
+    }
+
+    #[test]
+    fn periodic_wal_sync_maps_to_its_interval() {
+        let config = parse("[storage]\nwal_sync = \"periodic\"\nwal_sync_interval_ms = 250\n").unwrap();
+        assert_eq!(config.rocks().durability, Durability::Periodic(Duration::from_millis(250)));
+        assert_eq!(parse("[storage]\nwal_sync = \"sync\"\n").unwrap().rocks().durability, Durability::Sync);
+    }
+
+    proptest! {
+        #[test]
+        fn any_valid_config_renders_and_parses_back(
+            port in 0u16..,
+            p2p_port in 1u16..,
+            peers in proptest::collection::vec((any::<[u8; 4]>(), 1u16..), 0..4),
+            budget in 1u64..4096,
+            share in 0.0f64..=1.0,
+            wal in 0usize..3,
+            interval in 1u64..100_000,
+            max_actions in 1u32..100_000,
+            max_value in 1u32..(8 << 20),
+        ) {
+            let mut config = NodeConfig::default();
+            config.rpc.listen = SocketAddr::from(([127, 0, 0, 1], port));
+            config.p2p.listen = vec![format!("/ip4/0.0.0.0/tcp/{p2p_port}").parse().unwrap()];
+            config.p2p.bootstrap = peers
+                .iter()
+                .map(|(ip, port)| format!("/ip4/{}.{}.{}.{}/tcp/{port}", ip[0], ip[1], ip[2], ip[3]).parse().unwrap())
+                .collect();
+            config.storage.memory_budget_mb = budget;
+            config.storage.write_buffer_mb = ((budget as f64 * share) as u64).max(1).min(budget);
+            config.storage.wal_sync = [WalSync::Sync, WalSync::Buffered, WalSync::Periodic][wal];
+            config.storage.wal_sync_interval_ms = interval;
+            config.limits.max_actions = max_actions;
+            config.limits.max_value_bytes = max_value;
+            config.limits.max_delta_bytes = max_value.max(config.limits.max_delta_bytes);
+            prop_assert_eq!(parse(&config.render()).unwrap(), config);
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The RPC server in-process: readiness before the store opens, divergence reaching a
+//! WebSocket subscriber, and paged scans that cover exactly the keys under a prefix.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jsonrpsee::core::client::{ClientT, SubscriptionClientT};
+use jsonrpsee::core::traits::ToRpcParams;
+use jsonrpsee::http_client::HttpClient;
+use jsonrpsee::ws_client::WsClientBuilder;
+use proptest::prelude::*;
+use serde_json::{json, Value};
+use weft_node::config::NodeConfig;
+use weft_node::context::{sign_delta, AnyAuthor};
+use weft_node::metrics::NodeMetrics;
+use weft_node::rpc::{self, RpcHandle, RpcOptions};
+use weft_node::service::NodeService;
+use weft_primitives::{Action, Hash, HybridTimestamp, SecretKey};
+use weft_store::schema::Column;
+use weft_store::{MemoryBackend, Store};
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+fn service(metrics: Arc<NodeMetrics>) -> Arc<NodeService<MemoryBackend>> {
+    let config = NodeConfig::default();
+    let store = Store::open(MemoryBackend::new::<Column>()).unwrap();
+    Arc::new(NodeService::new(store, SecretKey::generate(), config.limits.clone(), config.engine(), metrics).unwrap())
+}
+
+async fn server(metrics: Arc<NodeMetrics>) -> RpcHandle<MemoryBackend> {
+    let options = RpcOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        token: TOKEN.into(),
+        max_request_bytes: 1 << 20,
+        max_connections: 16,
+        p2p_listen: Vec::new(),
+        bootstrap: Vec::new(),
+    };
+    rpc::start::<MemoryBackend>(options, metrics).await.unwrap()
+}
+
+fn status(addr: SocketAddr, path: &str) -> u16 {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+struct Obj(Value);
+impl ToRpcParams for Obj {
+    fn to_rpc_params(self) -> Result<Option<Box<serde_json::value::RawValue>>, serde_json::Error> {
+        serde_json::value::to_raw_value(&self.0).map(Some)
+    }
+}
+
+fn headers() -> http::HeaderMap {
+    let mut h = http::HeaderMap::new();
+    h.insert(http::header::AUTHORIZATION, format!("Bearer {TOKEN}").parse().unwrap());
+    h
+}
+
+fn client(addr: SocketAddr) -> HttpClient {
+    HttpClient::builder().set_headers(headers()).build(format!("http://{addr}")).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_wait_for_the_store_and_ready_turns_200_when_it_opens() {
+    let metrics = Arc::new(NodeMetrics::new());
+    let handle = server(metrics.clone()).await;
+    let addr = handle.local_addr();
+    let (ready, health) =
+        tokio::task::spawn_blocking(move || (status(addr, "/ready"), status(addr, "/health"))).await.unwrap();
+    assert_eq!((ready, health), (503, 200));
+    let err = client(addr).request::<Value, _>("node_info", Obj(json!({}))).await.unwrap_err();
+    match err {
+        jsonrpsee::core::ClientError::Call(e) => assert_eq!(e.code(), rpc::error::codes::NOT_READY),
+        other => panic!("{other}"),
+    }
+
+    let svc = service(metrics);
+    handle.set_ready(svc.clone());
+    assert_eq!(tokio::task::spawn_blocking(move || status(addr, "/ready")).await.unwrap(), 200);
+    let info: Value = client(addr).request("node_info", Obj(json!({}))).await.unwrap();
+    assert_eq!(info["identity"], svc.identity().to_hex());
+    assert_eq!(info["peer_id"], svc.peer_id().to_string());
+    handle.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_divergence_reaches_websocket_subscribers() {
+    let metrics = Arc::new(NodeMetrics::new());
+    let handle = server(metrics.clone()).await;
+    let svc = service(metrics.clone());
+    handle.set_ready(svc.clone());
+    let ctx = svc.context_create(None).unwrap();
+    let other = svc.context_create(None).unwrap();
+
+    let ws = WsClientBuilder::default()
+        .set_headers(headers())
+        .build(format!("ws://{}/ws", handle.local_addr()))
+        .await
+        .unwrap();
+    let mut sub = ws
+        .subscribe::<Value, _>("subscribe_context", Obj(json!({ "context_id": ctx.to_hex() })), "unsubscribe_context")
+        .await
+        .unwrap();
+
+    // A write to another context is not delivered; a peer's delta whose author claims a root
+    // this node does not compute is applied and reported as a divergence.
+    svc.write(&other, vec![Action::Put { key: b"x".to_vec(), value: b"y".to_vec() }]).unwrap();
+    let peer = SecretKey::generate();
+    let hlc = HybridTimestamp { physical_ms: 1, logical: 0 };
+    let mut delta = sign_delta(
+        &ctx,
+        Vec::new(),
+        &peer,
+        hlc,
+        vec![Action::Put { key: b"k".to_vec(), value: b"v".to_vec() }],
+        Vec::new(),
+    );
+    delta.expected_root_hash = Hash::digest(b"not the root");
+    let outcome = svc.receive(&ctx, delta.clone(), &AnyAuthor).unwrap();
+    assert_eq!(outcome.divergences.len(), 1);
+
+    let applied = next(&mut sub).await;
+    assert_eq!(applied["kind"], "delta_applied");
+    assert_eq!(applied["delta_id"], delta.delta_id.to_hex());
+    assert_eq!(applied["author"], peer.public_key().to_hex());
+    assert_eq!(applied["source"], "remote");
+    let diverged = next(&mut sub).await;
+    assert_eq!(diverged["kind"], "diverged");
+    assert_eq!(diverged["expected_root_hash"], Hash::digest(b"not the root").to_hex());
+    assert_eq!(diverged["actual_root_hash"], svc.context_status(&ctx).unwrap().root_hash.to_hex());
+
+    let text = metrics.render(None);
+    assert!(text.contains("weft_divergences_total 1"), "{text}");
+    assert!(text.contains("weft_deltas_applied_total{source=\"remote\"} 1"), "{text}");
+    assert!(text.contains("weft_event_subscribers 1"), "{text}");
+    handle.stop().await;
+}
+
+async fn next(sub: &mut jsonrpsee::core::client::Subscription<Value>) -> Value {
+    tokio::time::timeout(Duration::from_secs(10), sub.next()).await.unwrap().unwrap().unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Following `next` cursors page by page yields exactly the keys under the prefix, in
+    /// order (or reverse order), each once, whatever the keys, the prefix and the page size.
+    #[test]
+    fn paged_scans_cover_exactly_the_prefix(
+        keys in proptest::collection::btree_set(proptest::collection::vec(0u8..4, 1..5), 0..40),
+        prefix in proptest::collection::vec(0u8..4, 0..3),
+        page in 1usize..7,
+        reverse in any::<bool>(),
+    ) {
+        let svc = service(Arc::new(NodeMetrics::new()));
+        let ctx = svc.context_create(None).unwrap();
+        let model: BTreeMap<Vec<u8>, Vec<u8>> = keys.iter().map(|k| (k.clone(), k.iter().rev().copied().collect())).collect();
+        if !model.is_empty() {
+            let actions = model.iter().map(|(k, v)| Action::Put { key: k.clone(), value: v.clone() }).collect();
+            svc.write(&ctx, actions).unwrap();
+        }
+        let mut expected: Vec<(Vec<u8>, Vec<u8>)> =
+            model.into_iter().filter(|(k, _)| k.starts_with(&prefix)).collect();
+        if reverse {
+            expected.reverse();
+        }
+        let mut seen = Vec::new();
+        let mut cursor: Option<Vec<u8>> = None;
+        loop {
+            let result = svc.scan(&ctx, &prefix, cursor.as_deref(), page, reverse).unwrap();
+            prop_assert!(result.entries.len() <= page);
+            seen.extend(result.entries);
+            match result.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        prop_assert_eq!(seen, expected);
+    }
+}
