@@ -5,4 +5,11 @@
 #![deny(missing_docs, unsafe_code)]
 #![warn(clippy::unwrap_used)]
 
+pub mod config;
 pub mod context;
+pub mod governance;
+pub mod metrics;
+pub mod net;
+pub mod rpc;
+pub mod service;
+pub mod stats;

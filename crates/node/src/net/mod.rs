@@ -1,0 +1,703 @@
+//! Peers: the libp2p swarm, delta propagation and catch-up.
+//!
+//! One task drives a libp2p swarm (TCP + Noise + Yamux; identify, ping,
+//! Kademlia, gossipsub and the request-response sync protocol of
+//! [`protocol`]); the rest of the node talks to it through a [`Network`] handle.
+//! The peer id derives from the node's Ed25519 key.
+//!
+//! - **Propagation**: a local write is applied, then published on the context's
+//!   gossip topic (`weft/context/<id>`); receivers validate it (id, signature,
+//!   shape, authorization — through the state engine), apply it and compare
+//!   roots. Gossip validation is explicit: an invalid delta is reported as
+//!   rejected (gossipsub penalizes the sender and does not forward it).
+//! - **Catch-up**: every `anti_entropy_interval`, and whenever a connection
+//!   opens, the node asks each peer of each context for its `(heads, root)`.
+//!   Equal heads and equal roots: in sync. Equal heads, different roots:
+//!   divergence, reported. Otherwise, if the peer has heads this node has not
+//!   applied, it asks for the deltas it lacks given its own heads; the peer
+//!   answers with them in topological order, in batches of up to
+//!   `sync_batch`, and the asker keeps asking while the answer says `more`.
+//!   A gossip delta whose parents are missing triggers the same request at
+//!   once, so nothing waits for the next tick.
+//! - **Bounded**: frames are capped ([`protocol::MAX_FRAME`]), one catch-up
+//!   session per (peer, context) at a time, requests time out, and the state
+//!   engine's pending set is bounded.
+//!
+//! Not yet here (see the open issue): encryption of gossip under the group key,
+//! snapshot transfer for fresh joins and Merkle-walk repair of divergent state.
+
+pub mod protocol;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
+use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
+use libp2p::{gossipsub, identify, identity, kad, noise, ping, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, SecretKey};
+use weft_store::Backend;
+
+use crate::context::{Authorizer, ContextEngine, EngineError};
+use protocol::{Gossip, SyncCodec, SyncRequest, SyncResponse, MAX_DELTAS_PER_RESPONSE, MAX_FRAME, SYNC_PROTOCOL};
+
+/// Network settings.
+#[derive(Clone, Debug)]
+pub struct NetConfig {
+    /// Addresses to listen on (e.g. `/ip4/0.0.0.0/tcp/7428`; port 0 picks one).
+    pub listen: Vec<Multiaddr>,
+    /// Peers to dial at start and redial while not connected.
+    pub bootstrap: Vec<Multiaddr>,
+    /// How often each context's (heads, root) is compared with each peer's.
+    pub anti_entropy_interval: Duration,
+    /// Most deltas asked for per catch-up response.
+    pub sync_batch: u32,
+    /// How long a sync request may take before it is abandoned.
+    pub request_timeout: Duration,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            listen: Vec::new(),
+            bootstrap: Vec::new(),
+            anti_entropy_interval: Duration::from_secs(3),
+            sync_batch: 1024,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Errors of the network layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// The transport or swarm could not be built.
+    #[error("cannot build the libp2p swarm: {0}")]
+    Build(String),
+    /// A listen address could not be bound.
+    #[error("cannot listen on {addr}: {reason}")]
+    Listen {
+        /// The address.
+        addr: Multiaddr,
+        /// Why.
+        reason: String,
+    },
+    /// A dial could not be started.
+    #[error("cannot dial {addr}: {reason}")]
+    Dial {
+        /// The address.
+        addr: Multiaddr,
+        /// Why.
+        reason: String,
+    },
+    /// The network task has stopped.
+    #[error("the network task has stopped")]
+    Stopped,
+}
+
+/// Something the network did, for subscribers (RPC notifications, metrics, tests).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NetEvent {
+    /// Deltas received from peers were applied.
+    Applied {
+        /// The context.
+        context_id: ContextId,
+        /// The deltas, in the order applied.
+        delta_ids: Vec<DeltaId>,
+    },
+    /// A peer reported the same heads with a different root.
+    Diverged {
+        /// The context.
+        context_id: ContextId,
+        /// The peer.
+        peer: PeerId,
+    },
+    /// A peer has the same heads and the same root.
+    InSync {
+        /// The context.
+        context_id: ContextId,
+        /// The peer.
+        peer: PeerId,
+    },
+    /// A peer sent something invalid.
+    Rejected {
+        /// The context.
+        context_id: ContextId,
+        /// The peer.
+        peer: PeerId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A connected peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerInfo {
+    /// Its id.
+    pub peer_id: PeerId,
+    /// Addresses it is connected on.
+    pub addrs: Vec<Multiaddr>,
+    /// Contexts it shares with this node (it is subscribed to their topics).
+    pub contexts: Vec<ContextId>,
+}
+
+/// Counters of the network layer.
+#[derive(Debug, Default)]
+pub struct NetStats {
+    /// Gossip deltas accepted.
+    pub gossip_accepted: AtomicU64,
+    /// Gossip messages rejected as invalid.
+    pub gossip_rejected: AtomicU64,
+    /// Deltas applied from catch-up responses.
+    pub synced_deltas: AtomicU64,
+    /// Catch-up sessions started.
+    pub sync_sessions: AtomicU64,
+    /// Sync requests served.
+    pub requests_served: AtomicU64,
+}
+
+enum Command {
+    Join(ContextId),
+    Publish(ContextId, Box<ContextDagDeltaValue>),
+    SyncNow(ContextId),
+    Dial(Multiaddr, oneshot::Sender<Result<(), NetError>>),
+    ListenAddrs(oneshot::Sender<Vec<Multiaddr>>),
+    Peers(oneshot::Sender<Vec<PeerInfo>>),
+    InSync(ContextId, oneshot::Sender<Vec<PeerId>>),
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// A handle to the running network task.
+#[derive(Clone)]
+pub struct Network {
+    peer_id: PeerId,
+    commands: mpsc::Sender<Command>,
+    events: broadcast::Sender<NetEvent>,
+    stats: Arc<NetStats>,
+}
+
+/// The libp2p keypair for a node key: the same Ed25519 key, so the peer id derives from it.
+pub fn keypair(secret: &SecretKey) -> identity::Keypair {
+    let mut seed = secret.to_bytes();
+    // The seed is always 32 bytes, which is all `ed25519_from_bytes` checks.
+    identity::Keypair::ed25519_from_bytes(&mut seed).unwrap_or_else(|_| identity::Keypair::generate_ed25519())
+}
+
+#[derive(NetworkBehaviour)]
+struct Behaviour {
+    identify: identify::Behaviour,
+    ping: ping::Behaviour,
+    kad: kad::Behaviour<kad::store::MemoryStore>,
+    gossipsub: gossipsub::Behaviour,
+    sync: request_response::Behaviour<SyncCodec>,
+}
+
+fn topic(context_id: &ContextId) -> gossipsub::IdentTopic {
+    gossipsub::IdentTopic::new(format!("weft/context/{context_id}"))
+}
+
+impl Network {
+    /// Builds the swarm, starts listening and dialing, and spawns the task driving it.
+    /// Joins every context `engine` holds.
+    pub async fn start<B>(
+        config: NetConfig,
+        secret: &SecretKey,
+        engine: Arc<ContextEngine<B>>,
+        authorizer: Arc<dyn Authorizer + Send + Sync>,
+    ) -> Result<Network, NetError>
+    where
+        B: Backend + Send + Sync + 'static,
+    {
+        let swarm = build_swarm(keypair(secret), &config)?;
+        let peer_id = *swarm.local_peer_id();
+        let (commands, rx) = mpsc::channel(1024);
+        let (events, _) = broadcast::channel(4096);
+        let stats = Arc::new(NetStats::default());
+        let mut driver = Driver {
+            swarm,
+            engine,
+            authorizer,
+            config,
+            events: events.clone(),
+            stats: stats.clone(),
+            topics: HashMap::new(),
+            pending: HashMap::new(),
+            catching_up: HashSet::new(),
+            in_sync: HashMap::new(),
+        };
+        for addr in driver.config.listen.clone() {
+            driver
+                .swarm
+                .listen_on(addr.clone())
+                .map_err(|e| NetError::Listen { addr: addr.clone(), reason: e.to_string() })?;
+        }
+        for addr in driver.config.bootstrap.clone() {
+            if let Err(e) = driver.swarm.dial(addr.clone()) {
+                tracing::warn!(%addr, error = %e, "cannot dial bootstrap peer");
+            }
+        }
+        for context_id in driver.engine.contexts().map_err(|e| NetError::Build(e.to_string()))? {
+            driver.join(context_id);
+        }
+        tokio::spawn(driver.run(rx));
+        Ok(Network { peer_id, commands, events, stats })
+    }
+
+    /// This node's peer id.
+    pub fn peer_id(&self) -> PeerId {
+        self.peer_id
+    }
+
+    /// The network's counters.
+    pub fn stats(&self) -> &NetStats {
+        &self.stats
+    }
+
+    /// Events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<NetEvent> {
+        self.events.subscribe()
+    }
+
+    async fn send(&self, command: Command) -> Result<(), NetError> {
+        self.commands.send(command).await.map_err(|_| NetError::Stopped)
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(make(tx)).await?;
+        rx.await.map_err(|_| NetError::Stopped)
+    }
+
+    /// Starts replicating a context: subscribes to its topic and catches up with peers.
+    pub async fn join(&self, context_id: ContextId) -> Result<(), NetError> {
+        self.send(Command::Join(context_id)).await
+    }
+
+    /// Publishes a delta this node has applied.
+    pub async fn publish(&self, context_id: ContextId, delta: ContextDagDeltaValue) -> Result<(), NetError> {
+        self.send(Command::Publish(context_id, Box::new(delta))).await
+    }
+
+    /// Compares (heads, root) with every peer of the context now, catching up where behind.
+    pub async fn sync_now(&self, context_id: ContextId) -> Result<(), NetError> {
+        self.send(Command::SyncNow(context_id)).await
+    }
+
+    /// Dials a peer.
+    pub async fn dial(&self, addr: Multiaddr) -> Result<(), NetError> {
+        self.ask(|tx| Command::Dial(addr, tx)).await?
+    }
+
+    /// The addresses this node listens on.
+    pub async fn listen_addrs(&self) -> Result<Vec<Multiaddr>, NetError> {
+        self.ask(Command::ListenAddrs).await
+    }
+
+    /// Connected peers.
+    pub async fn peers(&self) -> Result<Vec<PeerInfo>, NetError> {
+        self.ask(Command::Peers).await
+    }
+
+    /// Peers last seen with this node's heads and root for a context.
+    pub async fn in_sync_peers(&self, context_id: ContextId) -> Result<Vec<PeerId>, NetError> {
+        self.ask(|tx| Command::InSync(context_id, tx)).await
+    }
+
+    /// Stops the network task, closing connections.
+    pub async fn shutdown(&self) -> Result<(), NetError> {
+        self.ask(Command::Shutdown).await
+    }
+}
+
+fn build_swarm(keypair: identity::Keypair, config: &NetConfig) -> Result<Swarm<Behaviour>, NetError> {
+    let request_timeout = config.request_timeout;
+    let swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
+        .with_tokio()
+        .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)
+        .map_err(|e| NetError::Build(e.to_string()))?
+        .with_behaviour(|key| {
+            let peer_id = key.public().to_peer_id();
+            let gossip_config = gossipsub::ConfigBuilder::default()
+                .validate_messages()
+                .max_transmit_size(MAX_FRAME)
+                .heartbeat_interval(Duration::from_millis(500))
+                // Identical payloads are the same message, whoever relays them.
+                .message_id_fn(|m: &gossipsub::Message| {
+                    gossipsub::MessageId::from(blake3::hash(&m.data).as_bytes().to_vec())
+                })
+                .build()
+                .map_err(|e| e.to_string())?;
+            let gossipsub =
+                gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), gossip_config)?;
+            let mut kad = kad::Behaviour::with_config(
+                peer_id,
+                kad::store::MemoryStore::new(peer_id),
+                kad::Config::new(StreamProtocol::new("/weft/kad/1")),
+            );
+            kad.set_mode(Some(kad::Mode::Server));
+            Ok(Behaviour {
+                identify: identify::Behaviour::new(identify::Config::new("/weft/1".into(), key.public())),
+                ping: ping::Behaviour::new(ping::Config::new()),
+                kad,
+                gossipsub,
+                sync: request_response::Behaviour::with_codec(
+                    SyncCodec,
+                    [(StreamProtocol::new(SYNC_PROTOCOL), ProtocolSupport::Full)],
+                    request_response::Config::default().with_request_timeout(request_timeout),
+                ),
+            })
+        })
+        .map_err(|e| NetError::Build(e.to_string()))?
+        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
+        .build();
+    Ok(swarm)
+}
+
+/// What an outbound request was for.
+enum Pending {
+    Status(ContextId),
+    Deltas(ContextId),
+}
+
+struct Driver<B: Backend> {
+    swarm: Swarm<Behaviour>,
+    engine: Arc<ContextEngine<B>>,
+    authorizer: Arc<dyn Authorizer + Send + Sync>,
+    config: NetConfig,
+    events: broadcast::Sender<NetEvent>,
+    stats: Arc<NetStats>,
+    /// Gossip topics of the contexts this node replicates.
+    topics: HashMap<gossipsub::TopicHash, ContextId>,
+    pending: HashMap<OutboundRequestId, Pending>,
+    /// (peer, context) pairs with a catch-up session under way.
+    catching_up: HashSet<(PeerId, ContextId)>,
+    in_sync: HashMap<ContextId, BTreeSet<PeerId>>,
+}
+
+impl<B: Backend + Send + Sync + 'static> Driver<B> {
+    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+        let mut tick = tokio::time::interval(self.config.anti_entropy_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                event = self.swarm.select_next_some() => self.on_swarm_event(event),
+                command = commands.recv() => match command {
+                    Some(Command::Shutdown(done)) => {
+                        let _ = done.send(());
+                        return;
+                    }
+                    Some(command) => self.on_command(command),
+                    None => return,
+                },
+                _ = tick.tick() => self.on_tick(),
+            }
+        }
+    }
+
+    fn emit(&self, event: NetEvent) {
+        // No subscriber is fine.
+        let _ = self.events.send(event);
+    }
+
+    fn join(&mut self, context_id: ContextId) {
+        let topic = topic(&context_id);
+        if let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&topic) {
+            tracing::warn!(%context_id, error = %e, "cannot subscribe to context topic");
+        }
+        self.topics.insert(topic.hash(), context_id);
+        let peers: Vec<PeerId> = self.swarm.connected_peers().copied().collect();
+        for peer in peers {
+            self.ask_status(peer, context_id);
+        }
+    }
+
+    fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Join(context_id) => self.join(context_id),
+            Command::Publish(context_id, mut delta) => {
+                delta.applied = false;
+                match protocol::encode(&Gossip::Delta(*delta)) {
+                    Ok(frame) => {
+                        // The frame's length prefix is not part of a gossip payload.
+                        let payload = frame.get(4..).map(<[u8]>::to_vec).unwrap_or_default();
+                        if let Err(e) = self.swarm.behaviour_mut().gossipsub.publish(topic(&context_id), payload) {
+                            // No peers yet, or a duplicate: anti-entropy delivers it later.
+                            tracing::debug!(%context_id, error = %e, "delta not gossiped");
+                        }
+                    }
+                    Err(e) => tracing::warn!(%context_id, error = %e, "delta too large to gossip"),
+                }
+            }
+            Command::SyncNow(context_id) => {
+                let peers: Vec<PeerId> = self.swarm.connected_peers().copied().collect();
+                for peer in peers {
+                    self.ask_status(peer, context_id);
+                }
+            }
+            Command::Dial(addr, reply) => {
+                let result = self.swarm.dial(addr.clone()).map_err(|e| NetError::Dial { addr, reason: e.to_string() });
+                let _ = reply.send(result);
+            }
+            Command::ListenAddrs(reply) => {
+                let _ = reply.send(self.swarm.listeners().cloned().collect());
+            }
+            Command::Peers(reply) => {
+                let mut peers: HashMap<PeerId, PeerInfo> = HashMap::new();
+                for peer in self.swarm.connected_peers() {
+                    peers.insert(*peer, PeerInfo { peer_id: *peer, addrs: Vec::new(), contexts: Vec::new() });
+                }
+                for (peer, topics) in self.swarm.behaviour().gossipsub.all_peers() {
+                    if let Some(info) = peers.get_mut(peer) {
+                        info.contexts = topics.iter().filter_map(|t| self.topics.get(*t).copied()).collect();
+                    }
+                }
+                let _ = reply.send(peers.into_values().collect());
+            }
+            Command::InSync(context_id, reply) => {
+                let _ =
+                    reply.send(self.in_sync.get(&context_id).map(|s| s.iter().copied().collect()).unwrap_or_default());
+            }
+            Command::Shutdown(_) => {}
+        }
+    }
+
+    fn on_tick(&mut self) {
+        let connected: HashSet<PeerId> = self.swarm.connected_peers().copied().collect();
+        if connected.is_empty() {
+            for addr in self.config.bootstrap.clone() {
+                let _ = self.swarm.dial(addr);
+            }
+        }
+        let contexts: Vec<ContextId> = self.topics.values().copied().collect();
+        for context_id in contexts {
+            for peer in &connected {
+                if !self.catching_up.contains(&(*peer, context_id)) {
+                    self.ask_status(*peer, context_id);
+                }
+            }
+        }
+    }
+
+    fn ask_status(&mut self, peer: PeerId, context_id: ContextId) {
+        let id = self.swarm.behaviour_mut().sync.send_request(&peer, SyncRequest::Status { context_id });
+        self.pending.insert(id, Pending::Status(context_id));
+    }
+
+    fn ask_deltas(&mut self, peer: PeerId, context_id: ContextId) {
+        let heads = match self.engine.view(&context_id) {
+            Ok(view) => view.heads,
+            Err(e) => {
+                tracing::warn!(%context_id, error = %e, "cannot read heads");
+                return;
+            }
+        };
+        if self.catching_up.insert((peer, context_id)) {
+            self.stats.sync_sessions.fetch_add(1, Ordering::Relaxed);
+        }
+        let max = self.config.sync_batch.min(MAX_DELTAS_PER_RESPONSE);
+        let id = self.swarm.behaviour_mut().sync.send_request(&peer, SyncRequest::Deltas { context_id, heads, max });
+        self.pending.insert(id, Pending::Deltas(context_id));
+    }
+
+    fn on_swarm_event(&mut self, event: SwarmEvent<BehaviourEvent>) {
+        match event {
+            SwarmEvent::NewListenAddr { address, .. } => tracing::info!(%address, "listening"),
+            SwarmEvent::ConnectionEstablished { peer_id, endpoint, num_established, .. } => {
+                self.swarm.behaviour_mut().kad.add_address(&peer_id, endpoint.get_remote_address().clone());
+                if num_established.get() == 1 {
+                    let contexts: Vec<ContextId> = self.topics.values().copied().collect();
+                    for context_id in contexts {
+                        self.ask_status(peer_id, context_id);
+                    }
+                }
+            }
+            SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => {
+                for peers in self.in_sync.values_mut() {
+                    peers.remove(&peer_id);
+                }
+                self.catching_up.retain(|(p, _)| *p != peer_id);
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })) => {
+                for addr in info.listen_addrs {
+                    self.swarm.behaviour_mut().kad.add_address(&peer_id, addr);
+                }
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(gossipsub::Event::Message {
+                propagation_source,
+                message_id,
+                message,
+            })) => {
+                let verdict = self.on_gossip(propagation_source, &message);
+                self.swarm.behaviour_mut().gossipsub.report_message_validation_result(
+                    &message_id,
+                    &propagation_source,
+                    verdict,
+                );
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Sync(request_response::Event::Message { peer, message, .. })) => {
+                match message {
+                    request_response::Message::Request { request, channel, .. } => {
+                        self.stats.requests_served.fetch_add(1, Ordering::Relaxed);
+                        let response = self.serve(request);
+                        let _ = self.swarm.behaviour_mut().sync.send_response(channel, response);
+                    }
+                    request_response::Message::Response { request_id, response } => {
+                        match self.pending.remove(&request_id) {
+                            Some(Pending::Status(context_id)) => self.on_status(peer, context_id, response),
+                            Some(Pending::Deltas(context_id)) => self.on_deltas(peer, context_id, response),
+                            None => {}
+                        }
+                    }
+                }
+            }
+            SwarmEvent::Behaviour(BehaviourEvent::Sync(request_response::Event::OutboundFailure {
+                request_id,
+                error,
+                peer,
+                ..
+            })) => {
+                if let Some(Pending::Deltas(context_id) | Pending::Status(context_id)) =
+                    self.pending.remove(&request_id)
+                {
+                    tracing::debug!(%peer, %context_id, %error, "sync request failed");
+                    self.catching_up.remove(&(peer, context_id));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_gossip(&mut self, source: PeerId, message: &gossipsub::Message) -> gossipsub::MessageAcceptance {
+        let Some(context_id) = self.topics.get(&message.topic).copied() else {
+            return gossipsub::MessageAcceptance::Ignore;
+        };
+        let delta = match protocol::decode::<Gossip>(&message.data) {
+            Ok(Gossip::Delta(delta)) => delta,
+            Err(e) => return self.reject(context_id, source, format!("undecodable gossip: {e}")),
+        };
+        match self.engine.receive(&context_id, delta, self.authorizer.as_ref()) {
+            Ok(outcome) => {
+                self.stats.gossip_accepted.fetch_add(1, Ordering::Relaxed);
+                if !outcome.applied.is_empty() {
+                    self.emit(NetEvent::Applied { context_id, delta_ids: outcome.applied });
+                }
+                if !outcome.missing.is_empty() && !self.catching_up.contains(&(source, context_id)) {
+                    self.ask_deltas(source, context_id);
+                }
+                gossipsub::MessageAcceptance::Accept
+            }
+            Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
+                self.reject(context_id, source, e.to_string())
+            }
+            Err(e) => {
+                tracing::warn!(%context_id, error = %e, "gossip delta not applied");
+                gossipsub::MessageAcceptance::Ignore
+            }
+        }
+    }
+
+    fn reject(&mut self, context_id: ContextId, peer: PeerId, reason: String) -> gossipsub::MessageAcceptance {
+        self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%context_id, %peer, %reason, "rejected a peer's message");
+        self.emit(NetEvent::Rejected { context_id, peer, reason });
+        gossipsub::MessageAcceptance::Reject
+    }
+
+    fn serve(&self, request: SyncRequest) -> SyncResponse {
+        match request {
+            SyncRequest::Status { context_id } => match self.engine.view(&context_id) {
+                Ok(view) => SyncResponse::Status { heads: view.heads, root_hash: view.root_hash },
+                Err(_) => SyncResponse::Unknown,
+            },
+            SyncRequest::Deltas { context_id, heads, max } => {
+                let max = max.clamp(1, MAX_DELTAS_PER_RESPONSE) as usize;
+                let mut lacking = match self.engine.lacking(&context_id, &heads, max) {
+                    Ok(l) => l,
+                    Err(_) => return SyncResponse::Unknown,
+                };
+                let total = lacking.total();
+                let mut deltas = Vec::new();
+                // Leave room under the frame limit for the envelope.
+                let mut budget = MAX_FRAME - 1024;
+                for id in lacking.next().unwrap_or_default() {
+                    let Ok(Some(mut delta)) = self.engine.delta(&context_id, &id) else {
+                        break;
+                    };
+                    let size = borsh::object_length(&delta).unwrap_or(usize::MAX);
+                    if size > budget {
+                        break;
+                    }
+                    budget -= size;
+                    delta.applied = false;
+                    deltas.push(delta);
+                }
+                let more = deltas.len() < total;
+                SyncResponse::Deltas { deltas, more }
+            }
+        }
+    }
+
+    fn on_status(&mut self, peer: PeerId, context_id: ContextId, response: SyncResponse) {
+        let SyncResponse::Status { heads, root_hash } = response else {
+            return;
+        };
+        let Ok(ours) = self.engine.view(&context_id) else {
+            return;
+        };
+        if heads == ours.heads {
+            if root_hash == ours.root_hash {
+                if self.in_sync.entry(context_id).or_default().insert(peer) {
+                    self.emit(NetEvent::InSync { context_id, peer });
+                }
+            } else {
+                self.in_sync.entry(context_id).or_default().remove(&peer);
+                tracing::warn!(%context_id, %peer, "equal heads, different roots: divergence");
+                self.emit(NetEvent::Diverged { context_id, peer });
+            }
+            return;
+        }
+        self.in_sync.entry(context_id).or_default().remove(&peer);
+        let behind = heads.iter().any(|h| !self.engine.is_applied(&context_id, h).unwrap_or(false));
+        if behind && !self.catching_up.contains(&(peer, context_id)) {
+            self.ask_deltas(peer, context_id);
+        }
+    }
+
+    fn on_deltas(&mut self, peer: PeerId, context_id: ContextId, response: SyncResponse) {
+        let SyncResponse::Deltas { deltas, more } = response else {
+            self.catching_up.remove(&(peer, context_id));
+            return;
+        };
+        let mut applied = Vec::new();
+        let mut progressed = false;
+        for result in self.engine.receive_many(&context_id, deltas, self.authorizer.as_ref()) {
+            match result {
+                Ok(outcome) => {
+                    progressed |= !outcome.duplicate;
+                    applied.extend(outcome.applied);
+                }
+                Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
+                    self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
+                    self.emit(NetEvent::Rejected { context_id, peer, reason: e.to_string() });
+                }
+                Err(e) => tracing::warn!(%context_id, error = %e, "synced delta not applied"),
+            }
+        }
+        self.stats.synced_deltas.fetch_add(applied.len() as u64, Ordering::Relaxed);
+        if !applied.is_empty() {
+            self.emit(NetEvent::Applied { context_id, delta_ids: applied });
+        }
+        if more && progressed {
+            self.ask_deltas(peer, context_id);
+        } else {
+            self.catching_up.remove(&(peer, context_id));
+            // Confirm: equal heads and roots make the peer in sync.
+            self.ask_status(peer, context_id);
+        }
+    }
+}

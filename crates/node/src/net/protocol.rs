@@ -1,0 +1,205 @@
+//! What peers say to each other: gossip payloads and the sync protocol's
+//! requests and responses, Borsh-encoded in length-prefixed frames.
+//!
+//! Sync is request-response over `/weft/sync/1`:
+//!
+//! | request | response | use |
+//! |---|---|---|
+//! | `Status { context }` | `Status { heads, root_hash }` | the in-sync check: one round trip, ~100 bytes |
+//! | `Deltas { context, heads, max }` | `Deltas { deltas, more }` | catch-up: the deltas the asker lacks given its heads, in topological order, at most `max` (and [`MAX_FRAME`] bytes) per response |
+//!
+//! Every message is bounded: a frame longer than [`MAX_FRAME`] is refused before it
+//! is read, and a frame that does not decode is an error, never a panic.
+
+use std::io;
+
+use borsh::{BorshDeserialize, BorshSerialize};
+use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, Hash};
+
+/// The sync protocol's name.
+pub const SYNC_PROTOCOL: &str = "/weft/sync/1";
+
+/// Largest frame a peer may send (8 MiB); larger ones are refused unread.
+pub const MAX_FRAME: usize = 8 << 20;
+
+/// Most deltas one `Deltas` response carries.
+pub const MAX_DELTAS_PER_RESPONSE: u32 = 2048;
+
+/// A gossip message on a context's topic.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub enum Gossip {
+    /// A delta its author has just applied (`applied` is false on the wire).
+    Delta(ContextDagDeltaValue),
+}
+
+/// A sync request.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub enum SyncRequest {
+    /// The responder's heads and root for a context.
+    Status {
+        /// The context.
+        context_id: ContextId,
+    },
+    /// The applied deltas the asker lacks, given its heads.
+    Deltas {
+        /// The context.
+        context_id: ContextId,
+        /// The asker's heads.
+        heads: Vec<DeltaId>,
+        /// Most deltas wanted in this response (capped at [`MAX_DELTAS_PER_RESPONSE`]).
+        max: u32,
+    },
+}
+
+/// A sync response.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub enum SyncResponse {
+    /// The responder's heads and root.
+    Status {
+        /// Heads, sorted.
+        heads: Vec<DeltaId>,
+        /// Merkle root of the state at those heads.
+        root_hash: Hash,
+    },
+    /// Deltas in topological order.
+    Deltas {
+        /// The deltas (`applied` false).
+        deltas: Vec<ContextDagDeltaValue>,
+        /// More deltas remain: ask again with the new heads.
+        more: bool,
+    },
+    /// The responder does not hold the context (or refuses to serve it).
+    Unknown,
+}
+
+/// Encodes `msg` as one frame: a big-endian `u32` length, then the Borsh bytes.
+pub fn encode<T: BorshSerialize>(msg: &T) -> io::Result<Vec<u8>> {
+    let mut out = vec![0u8; 4];
+    msg.serialize(&mut out)?;
+    let len = out.len() - 4;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("message of {len} bytes exceeds the frame limit"),
+        ));
+    }
+    out[..4].copy_from_slice(&(len as u32).to_be_bytes());
+    Ok(out)
+}
+
+/// Decodes one message from a frame's payload; trailing bytes are an error.
+pub fn decode<T: BorshDeserialize>(payload: &[u8]) -> io::Result<T> {
+    T::try_from_slice(payload).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Reads one frame's payload, refusing frames over [`MAX_FRAME`] before reading them.
+pub async fn read_frame<T: AsyncRead + Unpin>(io: &mut T) -> io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    io.read_exact(&mut len).await?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("frame of {len} bytes exceeds the limit")));
+    }
+    let mut payload = vec![0u8; len];
+    io.read_exact(&mut payload).await?;
+    Ok(payload)
+}
+
+/// Writes `msg` as one frame and closes the write side.
+pub async fn write_frame<T: AsyncWrite + Unpin, M: BorshSerialize>(io: &mut T, msg: &M) -> io::Result<()> {
+    io.write_all(&encode(msg)?).await?;
+    io.close().await
+}
+
+/// The request-response codec of the sync protocol.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyncCodec;
+
+impl libp2p::request_response::Codec for SyncCodec {
+    type Protocol = libp2p::StreamProtocol;
+    type Request = SyncRequest;
+    type Response = SyncResponse;
+
+    async fn read_request<T: AsyncRead + Unpin + Send>(
+        &mut self,
+        _: &Self::Protocol,
+        io: &mut T,
+    ) -> io::Result<SyncRequest> {
+        decode(&read_frame(io).await?)
+    }
+
+    async fn read_response<T: AsyncRead + Unpin + Send>(
+        &mut self,
+        _: &Self::Protocol,
+        io: &mut T,
+    ) -> io::Result<SyncResponse> {
+        decode(&read_frame(io).await?)
+    }
+
+    async fn write_request<T: AsyncWrite + Unpin + Send>(
+        &mut self,
+        _: &Self::Protocol,
+        io: &mut T,
+        req: SyncRequest,
+    ) -> io::Result<()> {
+        write_frame(io, &req).await
+    }
+
+    async fn write_response<T: AsyncWrite + Unpin + Send>(
+        &mut self,
+        _: &Self::Protocol,
+        io: &mut T,
+        res: SyncResponse,
+    ) -> io::Result<()> {
+        write_frame(io, &res).await
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn golden_status_request_and_response() {
+        let req = SyncRequest::Status { context_id: ContextId::from_bytes([0xAA; 32]) };
+        // u32 BE length 33 ‖ tag 0 ‖ context id
+        assert_eq!(hex(&encode(&req).unwrap()), format!("00000021{}{}", "00", "aa".repeat(32)));
+        let res =
+            SyncResponse::Status { heads: vec![DeltaId::from_bytes([1; 32])], root_hash: Hash::from_bytes([2; 32]) };
+        // length 69 ‖ tag 0 ‖ u32 LE 1 ‖ head ‖ root
+        assert_eq!(
+            hex(&encode(&res).unwrap()),
+            format!("0000004500{}{}{}", "01000000", "01".repeat(32), "02".repeat(32))
+        );
+    }
+
+    #[test]
+    fn golden_deltas_request() {
+        let req = SyncRequest::Deltas { context_id: ContextId::from_bytes([3; 32]), heads: vec![], max: 256 };
+        // length 41 ‖ tag 1 ‖ context ‖ u32 LE 0 heads ‖ u32 LE 256
+        assert_eq!(hex(&encode(&req).unwrap()), format!("0000002901{}0000000000010000", "03".repeat(32)));
+        assert_eq!(hex(&encode(&SyncResponse::Unknown).unwrap()), "0000000102");
+    }
+
+    #[test]
+    fn oversized_and_garbage_frames_are_errors() {
+        futures::executor::block_on(async {
+            let mut huge: &[u8] = &((MAX_FRAME as u32) + 1).to_be_bytes();
+            assert_eq!(read_frame(&mut huge).await.unwrap_err().kind(), io::ErrorKind::InvalidData);
+            let mut short: &[u8] = &[0, 0, 0, 9, 1, 2];
+            assert!(read_frame(&mut short).await.is_err());
+        });
+        assert!(decode::<SyncRequest>(&[7, 1, 2, 3]).is_err());
+        assert!(decode::<SyncRequest>(&[]).is_err());
+        // Trailing bytes after a valid message are refused too.
+        let mut ok = encode(&SyncResponse::Unknown).unwrap().split_off(4);
+        ok.push(0);
+        assert!(decode::<SyncResponse>(&ok).is_err());
+    }
+}
