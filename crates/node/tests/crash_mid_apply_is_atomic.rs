@@ -67,3 +67,16 @@ fn killed_writer_leaves_whole_deltas_only() {
         assert_eq!(head.expected_root_hash, view.root_hash);
     }
 }
+
+/// The context list skips the Meta column's schema-version row and survives a reopen.
+#[test]
+fn contexts_are_listed_on_rocksdb() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let engine = common::rocks_engine(dir.path());
+        engine.create_context(weft_primitives::ContextId::from_bytes([0; 32]), common::app()).unwrap();
+        engine.create_context(common::CTX, common::app()).unwrap();
+    }
+    let engine = common::rocks_engine(dir.path());
+    assert_eq!(engine.contexts().unwrap(), vec![weft_primitives::ContextId::from_bytes([0; 32]), common::CTX]);
+}
