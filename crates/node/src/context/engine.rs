@@ -177,7 +177,8 @@ pub struct ContextEngine<B: Backend> {
 /// are not added, but cached ones are still updated or dropped, so the cache never serves
 /// a node the store no longer holds. Top levels, read by every update, enter first.
 struct TrieCache {
-    nodes: HashMap<(ContextId, Vec<u8>), TrieNode>,
+    /// Per context, path → branch node (two levels, so a lookup borrows the path).
+    nodes: HashMap<ContextId, HashMap<Vec<u8>, TrieNode>>,
     bytes: usize,
     capacity: usize,
 }
@@ -195,21 +196,21 @@ impl TrieCache {
         if self.capacity == 0 {
             return None;
         }
-        self.nodes.get(&(*context_id, path.to_vec())).cloned()
+        self.nodes.get(context_id)?.get(path).cloned()
     }
 
     /// Stores `node` at `path` (replacing what is cached there), or forgets the path if
     /// `node` is not a branch or does not fit.
     fn set(&mut self, context_id: &ContextId, path: &[u8], node: Option<&TrieNode>) {
-        let key = (*context_id, path.to_vec());
-        if let Some(old) = self.nodes.remove(&key) {
+        let nodes = self.nodes.entry(*context_id).or_default();
+        if let Some(old) = nodes.remove(path) {
             self.bytes -= Self::cost(path, &old);
         }
         if let Some(node @ TrieNode::Branch(_)) = node {
             let cost = Self::cost(path, node);
             if self.bytes + cost <= self.capacity {
                 self.bytes += cost;
-                self.nodes.insert(key, node.clone());
+                nodes.insert(path.to_vec(), node.clone());
             }
         }
     }
@@ -516,7 +517,10 @@ impl<B: Backend> ContextEngine<B> {
             .zip(prechecked)
             .map(|(delta, pre)| {
                 pre?;
-                verdicts.next().unwrap_or(Ok(()))?;
+                // One verdict per prechecked delta; a missing one is a bug, never a pass.
+                verdicts
+                    .next()
+                    .ok_or_else(|| EngineError::Inconsistent("a delta's signature verdict is missing".into()))??;
                 self.admit_valid(context_id, delta)
             })
             .collect()
