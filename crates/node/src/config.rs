@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use multiaddr::Multiaddr;
+pub use libp2p::Multiaddr;
 use serde::{Deserialize, Serialize};
 use weft_store::{Durability, RocksConfig};
 
@@ -121,8 +121,8 @@ impl Default for P2pConfig {
 /// The default p2p listen multiaddr.
 pub fn default_p2p_listen() -> Multiaddr {
     Multiaddr::empty()
-        .with(multiaddr::Protocol::Ip4(std::net::Ipv4Addr::UNSPECIFIED))
-        .with(multiaddr::Protocol::Tcp(7428))
+        .with(libp2p::multiaddr::Protocol::Ip4(std::net::Ipv4Addr::UNSPECIFIED))
+        .with(libp2p::multiaddr::Protocol::Tcp(7428))
 }
 
 /// When a write reaches stable storage (`storage.wal_sync`).

@@ -163,10 +163,10 @@ pub struct EntryPage {
 
 /// The libp2p peer id of an Ed25519 identity: the identity multihash of its protobuf-encoded
 /// public key, exactly as libp2p derives it from the node key.
-pub fn peer_id_of(identity: &PublicKey) -> Result<libp2p_identity::PeerId, ServiceError> {
-    let key = libp2p_identity::ed25519::PublicKey::try_from_bytes(identity.as_bytes())
+pub fn peer_id_of(identity: &PublicKey) -> Result<libp2p::identity::PeerId, ServiceError> {
+    let key = libp2p::identity::ed25519::PublicKey::try_from_bytes(identity.as_bytes())
         .map_err(|e| ServiceError::Internal(format!("the node key's public half is not a valid Ed25519 key: {e}")))?;
-    Ok(libp2p_identity::PublicKey::from(key).to_peer_id())
+    Ok(libp2p::identity::PublicKey::from(key).to_peer_id())
 }
 
 /// The node: state engine, node key, blobs, applications and context events.
@@ -174,7 +174,7 @@ pub struct NodeService<B: Backend> {
     engine: ContextEngine<B>,
     key: SecretKey,
     identity: PublicKey,
-    peer_id: libp2p_identity::PeerId,
+    peer_id: libp2p::identity::PeerId,
     limits: LimitsConfig,
     engine_config: EngineConfig,
     events: broadcast::Sender<ContextEvent>,
@@ -211,7 +211,7 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// The node's libp2p peer id.
-    pub fn peer_id(&self) -> libp2p_identity::PeerId {
+    pub fn peer_id(&self) -> libp2p::identity::PeerId {
         self.peer_id
     }
 

@@ -182,10 +182,9 @@ pub struct Network {
 }
 
 /// The libp2p keypair for a node key: the same Ed25519 key, so the peer id derives from it.
-pub fn keypair(secret: &SecretKey) -> identity::Keypair {
+pub fn keypair(secret: &SecretKey) -> Result<identity::Keypair, NetError> {
     let mut seed = secret.to_bytes();
-    // The seed is always 32 bytes, which is all `ed25519_from_bytes` checks.
-    identity::Keypair::ed25519_from_bytes(&mut seed).unwrap_or_else(|_| identity::Keypair::generate_ed25519())
+    identity::Keypair::ed25519_from_bytes(&mut seed).map_err(|e| NetError::Build(format!("node key: {e}")))
 }
 
 #[derive(NetworkBehaviour)]
@@ -213,7 +212,7 @@ impl Network {
     where
         B: Backend + Send + Sync + 'static,
     {
-        let swarm = build_swarm(keypair(secret), &config)?;
+        let swarm = build_swarm(keypair(secret)?, &config)?;
         let peer_id = *swarm.local_peer_id();
         let (commands, rx) = mpsc::channel(1024);
         let (events, _) = broadcast::channel(4096);

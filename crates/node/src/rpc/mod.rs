@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 
 use jsonrpsee::server::{Server, ServerConfig, ServerHandle};
 use jsonrpsee::types::ErrorObjectOwned;
-use multiaddr::Multiaddr;
+use libp2p::Multiaddr;
 use weft_store::Backend;
 
 use crate::metrics::NodeMetrics;
