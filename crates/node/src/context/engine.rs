@@ -414,6 +414,17 @@ impl<B: Backend> ContextEngine<B> {
         Ok(self.store.get(&ContextDagDelta { context_id: *context_id, delta_id: *delta_id })?)
     }
 
+    /// Stored deltas, one answer per id, in one multi-get (for serving peers).
+    pub fn deltas(
+        &self,
+        context_id: &ContextId,
+        ids: &[DeltaId],
+    ) -> Result<Vec<Option<ContextDagDeltaValue>>, EngineError> {
+        let keys: Vec<ContextDagDelta> =
+            ids.iter().map(|id| ContextDagDelta { context_id: *context_id, delta_id: *id }).collect();
+        Ok(self.store.multi_get(&keys)?)
+    }
+
     fn meta(&self, context_id: &ContextId) -> Result<ContextMetaValue, EngineError> {
         self.store.get(&ContextMeta { context_id: *context_id })?.ok_or(EngineError::UnknownContext(*context_id))
     }

@@ -623,8 +623,12 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 let mut deltas = Vec::new();
                 // Leave room under the frame limit for the envelope.
                 let mut budget = MAX_FRAME - 1024;
-                for id in lacking.next().unwrap_or_default() {
-                    let Ok(Some(mut delta)) = self.engine.delta(&context_id, &id) else {
+                let ids = lacking.next().unwrap_or_default();
+                let Ok(stored) = self.engine.deltas(&context_id, &ids) else {
+                    return SyncResponse::Unknown;
+                };
+                for delta in stored {
+                    let Some(mut delta) = delta else {
                         break;
                     };
                     let size = borsh::object_length(&delta).unwrap_or(usize::MAX);
