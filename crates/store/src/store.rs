@@ -39,6 +39,23 @@ fn column_index<K: AsKeyParts>() -> usize {
     K::COLUMN.index()
 }
 
+thread_local! {
+    /// A key buffer per thread for point reads of families with a variable tail, so a read
+    /// does not allocate one.
+    static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Lends `f` this thread's key buffer (taken out of the cell while in use, so a nested
+/// call simply gets a fresh one).
+fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    let mut scratch = SCRATCH.with(std::cell::Cell::take);
+    let result = f(&mut scratch);
+    if scratch.capacity() <= 4096 {
+        SCRATCH.with(|cell| cell.set(scratch));
+    }
+    result
+}
+
 /// Calls `f` with `key`'s encoded bytes; families without a tail never touch the heap.
 fn with_key<K: AsKeyParts, R>(key: &K, scratch: &mut Vec<u8>, f: impl FnOnce(&[u8]) -> R) -> R {
     let head = key.as_key();
@@ -243,17 +260,17 @@ pub trait Read<S: ColumnSet> {
 
     /// Reads one row.
     fn get<K: FromKeyParts<Columns = S>>(&self, key: &K) -> Result<Option<OwnedValueOf<K>>> {
-        let mut scratch = Vec::new();
-        with_key(key, &mut scratch, |k| match self.raw().get(column_index::<K>(), k)? {
-            Some(bytes) => decode_owned_value::<K>(k, bytes).map(Some),
-            None => Ok(None),
+        with_scratch(|scratch| {
+            with_key(key, scratch, |k| match self.raw().get(column_index::<K>(), k)? {
+                Some(bytes) => decode_owned_value::<K>(k, bytes).map(Some),
+                None => Ok(None),
+            })
         })
     }
 
     /// Whether a row exists.
     fn contains<K: FromKeyParts<Columns = S>>(&self, key: &K) -> Result<bool> {
-        let mut scratch = Vec::new();
-        with_key(key, &mut scratch, |k| Ok(self.raw().get(column_index::<K>(), k)?.is_some()))
+        with_scratch(|scratch| with_key(key, scratch, |k| Ok(self.raw().get(column_index::<K>(), k)?.is_some())))
     }
 
     /// Reads many rows of one family, in the order of `keys`.
