@@ -107,6 +107,16 @@ proptest! {
             prop_assert!(r.is_ok(), "{:?}", r);
         }
         replicas.push(batched);
+        // And one gets them in creation (topological) order, then half of them again, as one
+        // batch: a single run, with duplicates of deltas the run itself has not committed yet.
+        let in_order: Vec<ContextDagDeltaValue> = (0..n).chain(0..n / 2).map(|i| deltas[i].clone()).collect();
+        let streamed = memory_engine();
+        for (i, r) in streamed.receive_many(&CTX, in_order, &AnyAuthor).into_iter().enumerate() {
+            let outcome = r.map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert!(outcome.divergences.is_empty(), "honest deltas never diverge: {:?}", outcome);
+            prop_assert_eq!(outcome.duplicate, i >= n, "delta {} of the batch", i);
+        }
+        replicas.push(streamed);
         // And one catches up from a partial replica by asking what it lacks.
         let partial = deliver(&shuffled(n, seeds[1])[..n / 2], &deltas);
         let full = &replicas[0];

@@ -22,12 +22,12 @@
 //! is reported to the caller, who starts repair.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use weft_dag::{Admission, DagError, DagStore, Lacking, Limits, Release};
 use weft_primitives::{
     Action, ApplicationMeta, ContextDagDeltaValue, ContextId, ContextMetaValue, ContextStatusValue, DagNodeValue,
-    DeltaId, DivergenceValue, Hash, HybridClock, KeyVersion, PublicKey, SecretKey,
+    DeltaId, DivergenceValue, Event, Hash, HybridClock, KeyVersion, PublicKey, SecretKey,
 };
 use weft_store::schema::{
     Column, ContextDagDelta, ContextMeta, ContextPrivateState, ContextState, ContextStatus, DagNode, DivergenceRecord,
@@ -162,7 +162,7 @@ impl Default for EngineConfig {
 
 /// The state engine over a node store.
 pub struct ContextEngine<B: Backend> {
-    store: Store<B, Column>,
+    store: Arc<Store<B, Column>>,
     config: EngineConfig,
     clock: Mutex<HybridClock>,
     /// Serializes applies so each reads the state the previous one wrote.
@@ -323,8 +323,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl<B: Backend> ContextEngine<B> {
-    /// An engine over `store`.
-    pub fn new(store: Store<B, Column>, config: EngineConfig) -> Self {
+    /// An engine over `store` (a `Store`, or an `Arc` of one shared with governance).
+    pub fn new(store: impl Into<Arc<Store<B, Column>>>, config: EngineConfig) -> Self {
+        let store = store.into();
         let trie_cache = TrieCache { nodes: HashMap::new(), bytes: 0, capacity: config.trie_cache_bytes };
         ContextEngine {
             store,
@@ -337,6 +338,11 @@ impl<B: Backend> ContextEngine<B> {
 
     /// The store underneath.
     pub fn store(&self) -> &Store<B, Column> {
+        &self.store
+    }
+
+    /// The store underneath, to share (one RocksDB for the engine and governance).
+    pub fn shared_store(&self) -> &Arc<Store<B, Column>> {
         &self.store
     }
 
@@ -472,26 +478,39 @@ impl<B: Backend> ContextEngine<B> {
         secret: &SecretKey,
         actions: Vec<Action>,
     ) -> Result<(DeltaId, Hash), EngineError> {
+        self.write_with_events(context_id, secret, actions, Vec::new())
+    }
+
+    /// [`ContextEngine::write`] with `events` carried in the delta (for instance the
+    /// governance position it is written at, [`weft_primitives::GovPosition::to_event`]).
+    pub fn write_with_events(
+        &self,
+        context_id: &ContextId,
+        secret: &SecretKey,
+        actions: Vec<Action>,
+        events: Vec<Event>,
+    ) -> Result<(DeltaId, Hash), EngineError> {
         let _guard = lock(&self.apply_lock);
-        let meta = self.meta(context_id)?;
+        let mut run = self.begin_run(context_id)?;
         let hlc = {
             let mut clock = lock(&self.clock);
             // After a restart the clock starts fresh: move it past the heads first.
-            for head in &meta.dag_heads {
+            for head in &run.meta.dag_heads {
                 if let Some(d) = self.delta(context_id, head)? {
                     clock.observe(d.hlc, weft_primitives::wall_clock_ms());
                 }
             }
             clock.now(weft_primitives::wall_clock_ms())
         };
-        let mut delta = sign_delta(context_id, meta.dag_heads.clone(), secret, hlc, actions, Vec::new());
+        let mut delta = sign_delta(context_id, run.meta.dag_heads.clone(), secret, hlc, actions, events);
         check_shape(context_id, &delta, &self.config.limits)?;
         let height = match weft_dag::admit(&self.dag(context_id), &delta.delta_id, &delta.parents, &self.dag_limits())?
         {
             Admission::Ready { height } => height,
             other => return Err(EngineError::Inconsistent(format!("a local delta on the heads is {other:?}"))),
         };
-        let root = self.apply(context_id, meta, &mut delta, height, true, false)?.actual;
+        let root = self.apply(context_id, &mut run, &mut delta, height, true, false)?.actual;
+        self.commit(context_id, run)?;
         Ok((delta.delta_id, root))
     }
 
@@ -523,7 +542,7 @@ impl<B: Backend> ContextEngine<B> {
         let to_verify: Vec<&ContextDagDeltaValue> =
             deltas.iter().zip(&prechecked).filter(|(_, p)| p.is_ok()).map(|(d, _)| d).collect();
         let mut verdicts = check_signatures(&to_verify).into_iter();
-        deltas
+        let valid: Vec<Result<ContextDagDeltaValue, EngineError>> = deltas
             .into_iter()
             .zip(prechecked)
             .map(|(delta, pre)| {
@@ -532,9 +551,145 @@ impl<B: Backend> ContextEngine<B> {
                 verdicts
                     .next()
                     .ok_or_else(|| EngineError::Inconsistent("a delta's signature verdict is missing".into()))??;
-                self.admit_valid(context_id, delta)
+                Ok(delta)
             })
-            .collect()
+            .collect();
+        self.admit_run(context_id, valid)
+    }
+
+    /// Admits valid deltas in order under one hold of the apply lock. Consecutive deltas
+    /// that apply directly on what is applied (the common case when a peer streams them
+    /// in topological order) share one [`Run`]: one batch, the trie's changed nodes and
+    /// the context's rows written once. Anything else (a delta that must wait, or one that
+    /// releases waiting deltas) first commits the run, then takes the one-delta path.
+    fn admit_run(
+        &self,
+        context_id: &ContextId,
+        deltas: Vec<Result<ContextDagDeltaValue, EngineError>>,
+    ) -> Vec<Result<ApplyOutcome, EngineError>> {
+        let _guard = lock(&self.apply_lock);
+        let mut results: Vec<Result<ApplyOutcome, EngineError>> = Vec::with_capacity(deltas.len());
+        let mut run: Option<Run<'_, B>> = None;
+        // Indices of the results whose deltas sit in the uncommitted run.
+        let mut in_run: Vec<usize> = Vec::new();
+        for delta in deltas {
+            let delta = match delta {
+                Ok(d) => d,
+                Err(e) => {
+                    results.push(Err(e));
+                    continue;
+                }
+            };
+            lock(&self.clock).observe(delta.hlc, weft_primitives::wall_clock_ms());
+            if run.as_ref().is_some_and(|r| r.applied >= MAX_RUN) {
+                self.commit_run(context_id, run.take(), &mut in_run, &mut results);
+            }
+            if run.is_none() {
+                match self.begin_run(context_id) {
+                    Ok(r) => run = Some(r),
+                    Err(e) => {
+                        results.push(Err(e));
+                        continue;
+                    }
+                }
+            }
+            let Some(current) = run.as_mut() else { continue };
+            let admission = weft_dag::admit(
+                &RunDag { base: self.dag(context_id), run: current },
+                &delta.delta_id,
+                &delta.parents,
+                &self.dag_limits(),
+            );
+            match admission {
+                Err(e) => results.push(Err(e.into())),
+                Ok(Admission::Known { .. }) => results.push(Ok(ApplyOutcome { duplicate: true, ..Default::default() })),
+                Ok(Admission::Ready { height }) if current.status.pending_count == 0 => {
+                    let mut delta = delta;
+                    let result =
+                        self.apply(context_id, current, &mut delta, height, false, false).map(|applied| ApplyOutcome {
+                            applied: vec![delta.delta_id],
+                            divergences: applied.divergence.into_iter().collect(),
+                            ..Default::default()
+                        });
+                    if result.is_ok() {
+                        in_run.push(results.len());
+                    }
+                    results.push(result);
+                }
+                Ok(_) => {
+                    // It waits, or it may release waiting deltas: the run is committed first,
+                    // since the pending set is read from the store.
+                    self.commit_run(context_id, run.take(), &mut in_run, &mut results);
+                    results.push(self.admit_locked(context_id, delta));
+                }
+            }
+        }
+        self.commit_run(context_id, run, &mut in_run, &mut results);
+        results
+    }
+
+    /// Starts a run over the context's committed rows.
+    fn begin_run(&self, context_id: &ContextId) -> Result<Run<'_, B>, EngineError> {
+        let meta = self.meta(context_id)?;
+        let status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
+        Ok(Run {
+            batch: self.store.batch(),
+            meta,
+            status,
+            trie: HashMap::new(),
+            versions: HashMap::new(),
+            dag_nodes: HashMap::new(),
+            applied: 0,
+        })
+    }
+
+    /// Commits `run` (if any); if that fails, the results of its deltas become the error.
+    fn commit_run(
+        &self,
+        context_id: &ContextId,
+        run: Option<Run<'_, B>>,
+        in_run: &mut Vec<usize>,
+        results: &mut [Result<ApplyOutcome, EngineError>],
+    ) {
+        let Some(run) = run else { return };
+        if let Err(e) = self.commit(context_id, run) {
+            let message = e.to_string();
+            let mut first = Some(e);
+            for i in in_run.iter() {
+                if let Some(slot) = results.get_mut(*i) {
+                    *slot = Err(first.take().unwrap_or_else(|| {
+                        EngineError::Store(StoreError::Backend(format!(
+                            "the batch holding this delta failed: {message}"
+                        )))
+                    }));
+                }
+            }
+        }
+        in_run.clear();
+    }
+
+    /// Writes a run's batch, with the trie's changed nodes and the context's rows, then
+    /// brings the trie cache up to date.
+    fn commit(&self, context_id: &ContextId, run: Run<'_, B>) -> Result<(), EngineError> {
+        let Run { mut batch, meta, status, trie, applied, .. } = run;
+        if applied == 0 {
+            return Ok(());
+        }
+        for (path, node) in &trie {
+            let key = MerkleNode { context_id: *context_id, path: RawTail(path.clone()) };
+            match node {
+                Some(n) => batch.put(&key, n),
+                None => batch.delete(&key),
+            }
+        }
+        batch.put(&ContextMeta { context_id: *context_id }, &meta);
+        batch.put(&ContextStatus { context_id: *context_id }, &status);
+        self.store.write(batch)?;
+        let mut cache = lock(&self.trie_cache);
+        for (path, node) in &trie {
+            cache.set(context_id, path, node.as_ref());
+        }
+        Ok(())
     }
 
     /// The checks before the signature: shape, size limits, id, authorization.
@@ -555,12 +710,17 @@ impl<B: Backend> ContextEngine<B> {
     fn admit_valid(&self, context_id: &ContextId, delta: ContextDagDeltaValue) -> Result<ApplyOutcome, EngineError> {
         lock(&self.clock).observe(delta.hlc, weft_primitives::wall_clock_ms());
         let _guard = lock(&self.apply_lock);
-        let meta = self.meta(context_id)?;
+        self.admit_locked(context_id, delta)
+    }
+
+    /// [`ContextEngine::admit_valid`] with the apply lock held.
+    fn admit_locked(&self, context_id: &ContextId, delta: ContextDagDeltaValue) -> Result<ApplyOutcome, EngineError> {
         let mut outcome = ApplyOutcome::default();
         let admission = weft_dag::admit(&self.dag(context_id), &delta.delta_id, &delta.parents, &self.dag_limits())?;
         match admission {
             Admission::Known { .. } => outcome.duplicate = true,
             Admission::Pending { missing } => {
+                self.meta(context_id)?;
                 let status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
                 let mut batch = self.store.batch();
                 batch.put(&ContextDagDelta { context_id: *context_id, delta_id: delta.delta_id }, &delta);
@@ -578,7 +738,7 @@ impl<B: Backend> ContextEngine<B> {
             Admission::Ready { height } => {
                 let mut delta = delta;
                 let id = delta.delta_id;
-                let applied = self.apply(context_id, meta, &mut delta, height, false, false)?;
+                let applied = self.apply_one(context_id, &mut delta, height, false, false)?;
                 if let Some(d) = applied.divergence {
                     outcome.divergences.push(d);
                 }
@@ -606,42 +766,63 @@ impl<B: Backend> ContextEngine<B> {
         let Some(mut delta) = self.delta(context_id, &released.id)? else {
             return Err(EngineError::Inconsistent(format!("pending delta {} has no row", released.id)));
         };
-        let meta = self.meta(context_id)?;
-        if let Some(d) = self.apply(context_id, meta, &mut delta, released.height, false, true)?.divergence {
+        if let Some(d) = self.apply_one(context_id, &mut delta, released.height, false, true)?.divergence {
             outcome.divergences.push(d);
         }
         outcome.applied.push(released.id);
         Ok(())
     }
 
-    /// Applies one delta whose parents are all applied, at DAG height `height`, in one atomic
-    /// batch. `meta` is the context's current ContextMeta row.
-    fn apply(
+    /// Applies one delta in a run of its own, committed before returning.
+    fn apply_one(
         &self,
         context_id: &ContextId,
-        meta: ContextMetaValue,
         delta: &mut ContextDagDeltaValue,
         height: u64,
         local: bool,
         was_pending: bool,
     ) -> Result<Applied, EngineError> {
-        let mut status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
-        let exactly_on_parents = meta.dag_heads == delta.parents;
+        let mut run = self.begin_run(context_id)?;
+        let applied = self.apply(context_id, &mut run, delta, height, local, was_pending)?;
+        self.commit(context_id, run)?;
+        Ok(applied)
+    }
 
-        let mut batch = self.store.batch();
-        let changes = self.merge_actions(context_id, delta, &mut batch, &mut status)?;
-        let stored =
-            CachedTrie { stored: StoredTrie { store: &self.store, context_id: *context_id }, cache: &self.trie_cache };
-        let trie = merkle::update(&stored, changes)?;
-        stored.stored.stage(&trie, &mut batch);
+    /// Applies one delta whose parents are all applied, at DAG height `height`, into `run`:
+    /// everything is read first, so an error leaves the run as it was; then the delta's rows
+    /// are staged in the run's batch and the run's view (heads, root, counters, versions,
+    /// trie nodes) moves past it. Nothing is written until the run is committed.
+    fn apply(
+        &self,
+        context_id: &ContextId,
+        run: &mut Run<'_, B>,
+        delta: &mut ContextDagDeltaValue,
+        height: u64,
+        local: bool,
+        was_pending: bool,
+    ) -> Result<Applied, EngineError> {
+        let exactly_on_parents = run.meta.dag_heads == delta.parents;
 
+        // Reads (fallible): current versions, then the trie update.
+        let merged = self.merge_actions(context_id, delta, run)?;
+        let trie = {
+            let cached = CachedTrie {
+                stored: StoredTrie { store: &self.store, context_id: *context_id },
+                cache: &self.trie_cache,
+            };
+            merkle::update(&OverlayTrie { overlay: &run.trie, below: cached }, merged.changes)?
+        };
+
+        // Staging (infallible from here on).
+        let mut status = run.status.clone();
+        status.key_count = merged.key_count;
         let mut divergence = None;
         if local {
             delta.expected_root_hash = trie.root;
         } else if exactly_on_parents && trie.root != delta.expected_root_hash {
             status.diverged = true;
             status.divergences += 1;
-            batch.put(
+            run.batch.put(
                 &DivergenceRecord { context_id: *context_id, delta_id: delta.delta_id },
                 &DivergenceValue {
                     expected: delta.expected_root_hash,
@@ -655,52 +836,73 @@ impl<B: Backend> ContextEngine<B> {
             divergence =
                 Some(Divergence { delta_id: delta.delta_id, expected: delta.expected_root_hash, actual: trie.root });
         }
+        for (key, value) in &merged.state {
+            let state_key = ContextState { context_id: *context_id, app_key: RawTail(key.clone()) };
+            match value {
+                Some(v) => run.batch.put(&state_key, v),
+                None => run.batch.delete(&state_key),
+            }
+        }
+        for (key, version) in merged.versions {
+            run.batch.put(&StateVersion { context_id: *context_id, app_key: RawTail(key.clone()) }, &version);
+            run.versions.insert(key, version);
+        }
+        run.trie.extend(trie.writes);
 
-        let heads = weft_dag::next_heads(&meta.dag_heads, delta.delta_id, &delta.parents);
+        let heads = weft_dag::next_heads(&run.meta.dag_heads, delta.delta_id, &delta.parents);
         if was_pending {
             status.pending_count = status.pending_count.saturating_sub(1);
             for parent in &delta.parents {
-                batch.delete(&PendingByParent { context_id: *context_id, parent: *parent, child: delta.delta_id });
+                run.batch.delete(&PendingByParent { context_id: *context_id, parent: *parent, child: delta.delta_id });
             }
         }
         status.delta_count += 1;
         delta.applied = true;
-        batch.put(&ContextDagDelta { context_id: *context_id, delta_id: delta.delta_id }, delta);
-        batch.put(
-            &DagNode { context_id: *context_id, delta_id: delta.delta_id },
-            &DagNodeValue { parents: delta.parents.clone(), height },
-        );
-        batch.put(
-            &ContextMeta { context_id: *context_id },
-            &ContextMetaValue { root_hash: trie.root, dag_heads: heads, ..meta },
-        );
-        batch.put(&ContextStatus { context_id: *context_id }, &status);
-        self.store.write(batch)?;
-        let mut cache = lock(&self.trie_cache);
-        for (path, node) in &trie.writes {
-            cache.set(context_id, path, node.as_ref());
-        }
-        Ok(Applied { actual: trie.root, divergence, pending: status.pending_count })
+        run.batch.put(&ContextDagDelta { context_id: *context_id, delta_id: delta.delta_id }, delta);
+        let node = DagNodeValue { parents: delta.parents.clone(), height };
+        run.batch.put(&DagNode { context_id: *context_id, delta_id: delta.delta_id }, &node);
+        run.dag_nodes.insert(delta.delta_id, node);
+        run.meta.root_hash = trie.root;
+        run.meta.dag_heads = heads;
+        let pending = status.pending_count;
+        run.status = status;
+        run.applied += 1;
+        Ok(Applied { actual: trie.root, divergence, pending })
     }
 
-    /// Applies the last-writer-wins rule to each action, recording state and version writes in
-    /// `batch`; returns the changes for the Merkle trie.
+    /// Applies the last-writer-wins rule to each action against the current versions (the
+    /// run's, else the store's); returns the state writes, new versions and trie changes.
     fn merge_actions(
         &self,
         context_id: &ContextId,
         delta: &ContextDagDeltaValue,
-        batch: &mut WriteBatch<'_, B, Column>,
-        status: &mut ContextStatusValue,
-    ) -> Result<Vec<Change>, EngineError> {
-        // The current version of every key the delta touches, in one multi-get.
+        run: &Run<'_, B>,
+    ) -> Result<Merged, EngineError> {
+        // The current version of every key the delta touches: the run's, else one multi-get.
         let mut distinct: Vec<&[u8]> = delta.actions.iter().map(Action::key).collect();
         distinct.sort_unstable();
         distinct.dedup();
-        let keys: Vec<StateVersion> =
-            distinct.iter().map(|k| StateVersion { context_id: *context_id, app_key: RawTail(k.to_vec()) }).collect();
-        let mut versions: HashMap<&[u8], Option<KeyVersion>> =
-            distinct.into_iter().zip(self.store.multi_get(&keys)?).collect();
-        let mut changes = Vec::with_capacity(delta.actions.len());
+        let mut versions: HashMap<&[u8], Option<KeyVersion>> = HashMap::with_capacity(distinct.len());
+        let mut unread = Vec::new();
+        for key in distinct {
+            match run.versions.get(key) {
+                Some(v) => {
+                    versions.insert(key, Some(*v));
+                }
+                None => unread.push(key),
+            }
+        }
+        if !unread.is_empty() {
+            let keys: Vec<StateVersion> =
+                unread.iter().map(|k| StateVersion { context_id: *context_id, app_key: RawTail(k.to_vec()) }).collect();
+            versions.extend(unread.into_iter().zip(self.store.multi_get(&keys)?));
+        }
+        let mut merged = Merged {
+            state: Vec::with_capacity(delta.actions.len()),
+            versions: Vec::with_capacity(delta.actions.len()),
+            changes: Vec::with_capacity(delta.actions.len()),
+            key_count: run.status.key_count,
+        };
         for action in &delta.actions {
             let key = action.key();
             let current = versions.get(key).copied().flatten();
@@ -713,27 +915,112 @@ impl<B: Backend> ContextEngine<B> {
                 continue;
             }
             let was_live = current.is_some_and(|c| !c.deleted);
-            let state_key = ContextState { context_id: *context_id, app_key: RawTail(key.to_vec()) };
             match action {
                 Action::Put { value, .. } => {
-                    batch.put(&state_key, value);
-                    changes.push(Change::put(key, value));
+                    merged.state.push((key.to_vec(), Some(value.clone())));
+                    merged.changes.push(Change::put(key, value));
                     if !was_live {
-                        status.key_count += 1;
+                        merged.key_count += 1;
                     }
                 }
                 Action::Delete { .. } => {
-                    batch.delete(&state_key);
-                    changes.push(Change::remove(key));
+                    merged.state.push((key.to_vec(), None));
+                    merged.changes.push(Change::remove(key));
                     if was_live {
-                        status.key_count = status.key_count.saturating_sub(1);
+                        merged.key_count = merged.key_count.saturating_sub(1);
                     }
                 }
             }
-            batch.put(&StateVersion { context_id: *context_id, app_key: RawTail(key.to_vec()) }, &version);
+            merged.versions.push((key.to_vec(), version));
             versions.insert(key, Some(version));
         }
-        Ok(changes)
+        Ok(merged)
+    }
+}
+
+/// Deltas applied under one hold of the apply lock, not yet committed: the batch holding
+/// their rows, and the context as they leave it (what later deltas of the run read).
+struct Run<'s, B: Backend> {
+    batch: WriteBatch<'s, B, Column>,
+    meta: ContextMetaValue,
+    status: ContextStatusValue,
+    /// Trie nodes changed by the run (`None`: removed), written once at commit.
+    trie: HashMap<Vec<u8>, Option<TrieNode>>,
+    /// Versions of keys the run wrote.
+    versions: HashMap<Vec<u8>, KeyVersion>,
+    /// Deltas the run applied.
+    dag_nodes: HashMap<DeltaId, DagNodeValue>,
+    /// How many deltas the run applied.
+    applied: usize,
+}
+
+/// Most deltas in one run: bounds the batch (and the memory it holds).
+const MAX_RUN: usize = 1024;
+
+/// The LWW outcome of one delta's actions.
+struct Merged {
+    /// State rows to write (`None`: delete), in action order.
+    state: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// The keys' new versions, in action order.
+    versions: Vec<(Vec<u8>, KeyVersion)>,
+    /// The trie changes.
+    changes: Vec<Change>,
+    /// The live-key count afterwards.
+    key_count: u64,
+}
+
+/// A run's DAG view: its applied deltas and heads over the committed DAG. Nothing is
+/// pending in a run (a delta that would wait commits the run first).
+struct RunDag<'a, 's, B: Backend> {
+    base: ContextDag<'a, B>,
+    run: &'a Run<'s, B>,
+}
+
+impl<B: Backend> DagStore for RunDag<'_, '_, B> {
+    type Id = DeltaId;
+    type Error = StoreError;
+
+    fn applied(&self, id: &DeltaId) -> Result<Option<weft_dag::Applied<DeltaId>>, StoreError> {
+        match self.run.dag_nodes.get(id) {
+            Some(n) => Ok(Some(weft_dag::Applied { parents: n.parents.clone(), height: n.height })),
+            None => self.base.applied(id),
+        }
+    }
+
+    fn pending(&self, id: &DeltaId) -> Result<Option<Vec<DeltaId>>, StoreError> {
+        self.base.pending(id)
+    }
+
+    fn waiting_on(&self, parent: &DeltaId) -> Result<Vec<DeltaId>, StoreError> {
+        self.base.waiting_on(parent)
+    }
+
+    fn awaited(&self) -> Result<Vec<DeltaId>, StoreError> {
+        self.base.awaited()
+    }
+
+    fn pending_count(&self) -> Result<usize, StoreError> {
+        Ok(usize::try_from(self.run.status.pending_count).unwrap_or(usize::MAX))
+    }
+
+    fn heads(&self) -> Result<Vec<DeltaId>, StoreError> {
+        Ok(self.run.meta.dag_heads.clone())
+    }
+}
+
+/// A trie read through a run's uncommitted node changes.
+struct OverlayTrie<'a, T> {
+    overlay: &'a HashMap<Vec<u8>, Option<TrieNode>>,
+    below: T,
+}
+
+impl<T: TrieStore> TrieStore for OverlayTrie<'_, T> {
+    type Error = T::Error;
+    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, T::Error> {
+        match self.overlay.get(path) {
+            Some(node) => Ok(node.clone()),
+            None => self.below.node(path),
+        }
     }
 }
 
