@@ -32,7 +32,7 @@ async fn node(seed: u8, bootstrap: Vec<libp2p::Multiaddr>) -> Node {
         sync_batch: 100,
         ..NetConfig::default()
     };
-    let net = Network::start(config, &secret, engine.clone(), Arc::new(AnyAuthor)).await.unwrap();
+    let net = Network::start(config, &secret, engine.clone(), Arc::new(AnyAuthor), None).await.unwrap();
     Node { engine, net, secret }
 }
 

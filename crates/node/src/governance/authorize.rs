@@ -27,6 +27,8 @@
 //!   the positions the delta's parents cite) needs the parents' deltas at
 //!   authorization time, which the engine's pending path does not guarantee.
 
+use std::sync::Arc;
+
 use weft_primitives::{ContextDagDeltaValue, ContextId, GovPosition, NamespaceId, PositionError, PublicKey, Role};
 use weft_store::Backend;
 
@@ -103,6 +105,35 @@ impl<'a, B: Backend> GovernanceAuthorizer<'a, B> {
 }
 
 impl<B: Backend> Authorizer for GovernanceAuthorizer<'_, B> {
+    fn may_write(&self, context: &ContextId, author: &PublicKey, delta: &ContextDagDeltaValue) -> bool {
+        self.check(context, author, delta).is_ok()
+    }
+}
+
+/// An owned [`Authorizer`] backed by shared [`Governance`], for holders that need
+/// `Arc<dyn Authorizer + Send + Sync>` (the network task, the daemon). Same
+/// verdicts as [`GovernanceAuthorizer`].
+pub struct SharedGovernanceAuthorizer<B: Backend>(pub Arc<Governance<B>>);
+
+impl<B: Backend> SharedGovernanceAuthorizer<B> {
+    /// Authorizes against `governance`.
+    pub fn new(governance: Arc<Governance<B>>) -> Self {
+        SharedGovernanceAuthorizer(governance)
+    }
+
+    /// Whether `author` may write `delta` to `context`, and if not, why
+    /// (see [`GovernanceAuthorizer::check`]).
+    pub fn check(
+        &self,
+        context: &ContextId,
+        author: &PublicKey,
+        delta: &ContextDagDeltaValue,
+    ) -> Result<(), DeltaAuthError> {
+        GovernanceAuthorizer::new(&self.0).check(context, author, delta)
+    }
+}
+
+impl<B: Backend> Authorizer for SharedGovernanceAuthorizer<B> {
     fn may_write(&self, context: &ContextId, author: &PublicKey, delta: &ContextDagDeltaValue) -> bool {
         self.check(context, author, delta).is_ok()
     }

@@ -28,7 +28,7 @@ pub mod op;
 pub mod state;
 pub mod store;
 
-pub use authorize::{DeltaAuthError, GovernanceAuthorizer};
+pub use authorize::{DeltaAuthError, GovernanceAuthorizer, SharedGovernanceAuthorizer};
 pub use fold::{Folded, Memo, OpGraph, Verdict};
 pub use op::{check_shape, check_signature, decode_op, InvalidOp, OpLimits};
 pub use state::{GovState, GroupState, Rejection, MAX_NONCE_AHEAD};

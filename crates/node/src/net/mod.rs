@@ -19,30 +19,66 @@
 //!   `sync_batch`, and the asker keeps asking while the answer says `more`.
 //!   A gossip delta whose parents are missing triggers the same request at
 //!   once, so nothing waits for the next tick.
+//! - **Governance**: with [`Governance`] attached, each namespace has a topic
+//!   (`weft/namespace/<id>`) carrying signed ops; received ops go through
+//!   [`Governance::submit`] (valid or known: accepted and forwarded; malformed or
+//!   unauthorized: rejected). The same anti-entropy compares namespace heads with
+//!   every peer and fetches the ops this node lacks in topological order, in
+//!   batches under the frame cap; an op whose parents are missing triggers that
+//!   catch-up at once. Every namespace governance holds is joined at start.
+//! - **Ops before deltas**: a context delta citing a governance position whose
+//!   ops are not logged here yet cannot be judged; it is deferred (a bounded
+//!   buffer of [`MAX_DEFERRED_DELTAS`] deltas and [`MAX_DEFERRED_BYTES`],
+//!   entries expiring after [`DEFERRED_TTL`]; forgeries are rejected, not
+//!   deferred), the namespace is caught up from the peer that sent it, and the delta is
+//!   received again as soon as ops of that namespace are logged (and on every
+//!   anti-entropy tick). Gossip of such a delta is neither forwarded nor
+//!   penalized. A delta dropped from the buffer is not lost: the peer's heads
+//!   still name it, so anti-entropy fetches it again.
 //! - **Bounded**: frames are capped ([`protocol::MAX_FRAME`]), one catch-up
-//!   session per (peer, context) at a time, requests time out, and the state
-//!   engine's pending set is bounded.
+//!   session per (peer, context) and per (peer, namespace) at a time, requests
+//!   time out, the state engine's and governance's pending sets are bounded, and
+//!   so is the deferred-delta buffer. A catch-up session that made no progress is
+//!   not followed by another request until the next tick, so a peer lying about
+//!   its heads costs one round trip per tick.
 //!
 //! Not yet here (see the open issue): encryption of gossip under the group key,
 //! snapshot transfer for fresh joins and Merkle-walk repair of divergent state.
+//! Deltas and ops are served to any peer that asks for a context or namespace
+//! this node holds (no membership check on serving until payloads are encrypted).
 
 pub mod protocol;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
 use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
 use libp2p::{gossipsub, identify, identity, kad, noise, ping, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
 use tokio::sync::{broadcast, mpsc, oneshot};
-use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, SecretKey};
-use weft_store::Backend;
+use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, GovPosition, NamespaceId, OpId, SecretKey, SignedOp};
+use weft_store::schema::NamespaceGovHead;
+use weft_store::{Backend, Prefix, Read};
 
-use crate::context::{Authorizer, ContextEngine, EngineError};
-use protocol::{Gossip, SyncCodec, SyncRequest, SyncResponse, MAX_DELTAS_PER_RESPONSE, MAX_FRAME, SYNC_PROTOCOL};
+use crate::context::{check_signature, Authorizer, ContextEngine, EngineError};
+use crate::governance::{Governance, GovernanceError, Submitted};
+use protocol::{
+    Gossip, SyncCodec, SyncRequest, SyncResponse, MAX_DELTAS_PER_RESPONSE, MAX_FRAME, MAX_OPS_PER_RESPONSE,
+    SYNC_PROTOCOL,
+};
+
+/// Most context deltas held back because the governance position they cite is
+/// not known here yet; the oldest is dropped first (anti-entropy refetches it).
+pub const MAX_DEFERRED_DELTAS: usize = 4096;
+
+/// Most bytes of deltas held back that way.
+pub const MAX_DEFERRED_BYTES: usize = 64 << 20;
+
+/// How long a deferred delta waits for its cited ops before it is dropped.
+pub const DEFERRED_TTL: Duration = Duration::from_secs(120);
 
 /// Network settings.
 #[derive(Clone, Debug)]
@@ -133,6 +169,29 @@ pub enum NetEvent {
         /// Why.
         reason: String,
     },
+    /// Governance ops received from peers were logged.
+    OpsLogged {
+        /// The namespace.
+        namespace_id: NamespaceId,
+        /// The ops, in the order logged.
+        op_ids: Vec<OpId>,
+    },
+    /// A peer has the same namespace heads.
+    NamespaceInSync {
+        /// The namespace.
+        namespace_id: NamespaceId,
+        /// The peer.
+        peer: PeerId,
+    },
+    /// A peer sent an invalid or unauthorized governance op (or garbage on a namespace topic).
+    OpRejected {
+        /// The namespace.
+        namespace_id: NamespaceId,
+        /// The peer.
+        peer: PeerId,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// A connected peer.
@@ -144,6 +203,8 @@ pub struct PeerInfo {
     pub addrs: Vec<Multiaddr>,
     /// Contexts it shares with this node (it is subscribed to their topics).
     pub contexts: Vec<ContextId>,
+    /// Namespaces it shares with this node (it is subscribed to their topics).
+    pub namespaces: Vec<NamespaceId>,
 }
 
 /// Counters of the network layer.
@@ -159,16 +220,32 @@ pub struct NetStats {
     pub sync_sessions: AtomicU64,
     /// Sync requests served.
     pub requests_served: AtomicU64,
+    /// Gossip governance ops accepted (logged, pending or already known).
+    pub ops_gossip_accepted: AtomicU64,
+    /// Governance ops rejected (malformed, unauthorized, or garbage on a namespace topic).
+    pub ops_rejected: AtomicU64,
+    /// Governance ops logged from catch-up responses.
+    pub synced_ops: AtomicU64,
+    /// Context deltas deferred because their cited governance position was unknown.
+    pub deferred_deltas: AtomicU64,
+    /// Deferred deltas received again and accepted once their position was known.
+    pub deferred_accepted: AtomicU64,
+    /// Deferred deltas dropped (buffer full or waited longer than [`DEFERRED_TTL`]).
+    pub deferred_dropped: AtomicU64,
 }
 
 enum Command {
     Join(ContextId),
     Publish(ContextId, Box<ContextDagDeltaValue>),
+    JoinNamespace(NamespaceId),
+    PublishOp(NamespaceId, Box<SignedOp>),
     SyncNow(ContextId),
     Dial(Multiaddr, oneshot::Sender<Result<(), NetError>>),
     ListenAddrs(oneshot::Sender<Vec<Multiaddr>>),
     Peers(oneshot::Sender<Vec<PeerInfo>>),
     InSync(ContextId, oneshot::Sender<Vec<PeerId>>),
+    NamespaceInSync(NamespaceId, oneshot::Sender<Vec<PeerId>>),
+    SyncNamespaceNow(NamespaceId),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -200,14 +277,20 @@ fn topic(context_id: &ContextId) -> gossipsub::IdentTopic {
     gossipsub::IdentTopic::new(format!("weft/context/{context_id}"))
 }
 
+fn namespace_topic(namespace_id: &NamespaceId) -> gossipsub::IdentTopic {
+    gossipsub::IdentTopic::new(format!("weft/namespace/{namespace_id}"))
+}
+
 impl Network {
     /// Builds the swarm, starts listening and dialing, and spawns the task driving it.
-    /// Joins every context `engine` holds.
+    /// Joins every context `engine` holds and, if `governance` is given, every
+    /// namespace it holds; without it, namespace topics and requests are not served.
     pub async fn start<B>(
         config: NetConfig,
         secret: &SecretKey,
         engine: Arc<ContextEngine<B>>,
         authorizer: Arc<dyn Authorizer + Send + Sync>,
+        governance: Option<Arc<Governance<B>>>,
     ) -> Result<Network, NetError>
     where
         B: Backend + Send + Sync + 'static,
@@ -221,13 +304,20 @@ impl Network {
             swarm,
             engine,
             authorizer,
+            governance,
             config,
             events: events.clone(),
             stats: stats.clone(),
             topics: HashMap::new(),
+            namespace_topics: HashMap::new(),
             pending: HashMap::new(),
             catching_up: HashSet::new(),
+            namespace_catching_up: HashSet::new(),
             in_sync: HashMap::new(),
+            namespace_in_sync: HashMap::new(),
+            deferred: VecDeque::new(),
+            deferred_ids: HashSet::new(),
+            deferred_bytes: 0,
         };
         for addr in driver.config.listen.clone() {
             driver
@@ -238,6 +328,16 @@ impl Network {
         for addr in driver.config.bootstrap.clone() {
             if let Err(e) = driver.swarm.dial(addr.clone()) {
                 tracing::warn!(%addr, error = %e, "cannot dial bootstrap peer");
+            }
+        }
+        if let Some(governance) = driver.governance.clone() {
+            let rows = governance
+                .store()
+                .scan(Prefix::<NamespaceGovHead>::family())
+                .collect_all()
+                .map_err(|e| NetError::Build(e.to_string()))?;
+            for (key, _) in rows {
+                driver.join_namespace(key.namespace_id);
             }
         }
         for context_id in driver.engine.contexts().map_err(|e| NetError::Build(e.to_string()))? {
@@ -280,6 +380,26 @@ impl Network {
     /// Publishes a delta this node has applied.
     pub async fn publish(&self, context_id: ContextId, delta: ContextDagDeltaValue) -> Result<(), NetError> {
         self.send(Command::Publish(context_id, Box::new(delta))).await
+    }
+
+    /// Starts replicating a namespace's governance: subscribes to its topic and catches up with peers.
+    pub async fn join_namespace(&self, namespace_id: NamespaceId) -> Result<(), NetError> {
+        self.send(Command::JoinNamespace(namespace_id)).await
+    }
+
+    /// Publishes a governance op this node has logged.
+    pub async fn publish_op(&self, namespace_id: NamespaceId, op: SignedOp) -> Result<(), NetError> {
+        self.send(Command::PublishOp(namespace_id, Box::new(op))).await
+    }
+
+    /// Compares namespace heads with every peer now, catching up where behind.
+    pub async fn sync_namespace_now(&self, namespace_id: NamespaceId) -> Result<(), NetError> {
+        self.send(Command::SyncNamespaceNow(namespace_id)).await
+    }
+
+    /// Peers last seen with this node's heads for a namespace.
+    pub async fn namespace_in_sync_peers(&self, namespace_id: NamespaceId) -> Result<Vec<PeerId>, NetError> {
+        self.ask(|tx| Command::NamespaceInSync(namespace_id, tx)).await
     }
 
     /// Compares (heads, root) with every peer of the context now, catching up where behind.
@@ -361,21 +481,45 @@ fn build_swarm(keypair: identity::Keypair, config: &NetConfig) -> Result<Swarm<B
 enum Pending {
     Status(ContextId),
     Deltas(ContextId),
+    NamespaceStatus(NamespaceId),
+    Ops(NamespaceId),
+}
+
+/// A context delta waiting for the governance ops it cites.
+struct Deferred {
+    context_id: ContextId,
+    delta: ContextDagDeltaValue,
+    /// The peer it came from (asked for the namespace's ops).
+    peer: PeerId,
+    namespace_id: NamespaceId,
+    /// Its encoded size, counted against [`MAX_DEFERRED_BYTES`].
+    size: usize,
+    since: Instant,
 }
 
 struct Driver<B: Backend> {
     swarm: Swarm<Behaviour>,
     engine: Arc<ContextEngine<B>>,
     authorizer: Arc<dyn Authorizer + Send + Sync>,
+    governance: Option<Arc<Governance<B>>>,
     config: NetConfig,
     events: broadcast::Sender<NetEvent>,
     stats: Arc<NetStats>,
     /// Gossip topics of the contexts this node replicates.
     topics: HashMap<gossipsub::TopicHash, ContextId>,
+    /// Gossip topics of the namespaces this node replicates.
+    namespace_topics: HashMap<gossipsub::TopicHash, NamespaceId>,
     pending: HashMap<OutboundRequestId, Pending>,
     /// (peer, context) pairs with a catch-up session under way.
     catching_up: HashSet<(PeerId, ContextId)>,
+    /// (peer, namespace) pairs with an op catch-up session under way.
+    namespace_catching_up: HashSet<(PeerId, NamespaceId)>,
     in_sync: HashMap<ContextId, BTreeSet<PeerId>>,
+    namespace_in_sync: HashMap<NamespaceId, BTreeSet<PeerId>>,
+    /// Deltas waiting for their cited governance ops, oldest first.
+    deferred: VecDeque<Deferred>,
+    deferred_ids: HashSet<DeltaId>,
+    deferred_bytes: usize,
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -387,6 +531,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 event = self.swarm.select_next_some() => self.on_swarm_event(event),
                 command = commands.recv() => match command {
                     Some(Command::Shutdown(done)) => {
+                        // Release the swarm, engine and governance before confirming, so the
+                        // caller may reopen the store at once.
+                        drop(self);
                         let _ = done.send(());
                         return;
                     }
@@ -415,6 +562,22 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
     }
 
+    fn join_namespace(&mut self, namespace_id: NamespaceId) {
+        if self.governance.is_none() {
+            tracing::warn!(%namespace_id, "no governance attached: not joining the namespace");
+            return;
+        }
+        let topic = namespace_topic(&namespace_id);
+        if let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&topic) {
+            tracing::warn!(%namespace_id, error = %e, "cannot subscribe to namespace topic");
+        }
+        self.namespace_topics.insert(topic.hash(), namespace_id);
+        let peers: Vec<PeerId> = self.swarm.connected_peers().copied().collect();
+        for peer in peers {
+            self.ask_namespace_status(peer, namespace_id);
+        }
+    }
+
     fn on_command(&mut self, command: Command) {
         match command {
             Command::Join(context_id) => self.join(context_id),
@@ -432,11 +595,34 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     Err(e) => tracing::warn!(%context_id, error = %e, "delta too large to gossip"),
                 }
             }
+            Command::JoinNamespace(namespace_id) => self.join_namespace(namespace_id),
+            Command::PublishOp(namespace_id, op) => match protocol::encode(&Gossip::Op(*op)) {
+                Ok(frame) => {
+                    let payload = frame.get(4..).map(<[u8]>::to_vec).unwrap_or_default();
+                    if let Err(e) =
+                        self.swarm.behaviour_mut().gossipsub.publish(namespace_topic(&namespace_id), payload)
+                    {
+                        tracing::debug!(%namespace_id, error = %e, "op not gossiped");
+                    }
+                }
+                Err(e) => tracing::warn!(%namespace_id, error = %e, "op too large to gossip"),
+            },
             Command::SyncNow(context_id) => {
                 let peers: Vec<PeerId> = self.swarm.connected_peers().copied().collect();
                 for peer in peers {
                     self.ask_status(peer, context_id);
                 }
+            }
+            Command::SyncNamespaceNow(namespace_id) => {
+                let peers: Vec<PeerId> = self.swarm.connected_peers().copied().collect();
+                for peer in peers {
+                    self.ask_namespace_status(peer, namespace_id);
+                }
+            }
+            Command::NamespaceInSync(namespace_id, reply) => {
+                let _ = reply.send(
+                    self.namespace_in_sync.get(&namespace_id).map(|s| s.iter().copied().collect()).unwrap_or_default(),
+                );
             }
             Command::Dial(addr, reply) => {
                 let result = self.swarm.dial(addr.clone()).map_err(|e| NetError::Dial { addr, reason: e.to_string() });
@@ -448,11 +634,16 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             Command::Peers(reply) => {
                 let mut peers: HashMap<PeerId, PeerInfo> = HashMap::new();
                 for peer in self.swarm.connected_peers() {
-                    peers.insert(*peer, PeerInfo { peer_id: *peer, addrs: Vec::new(), contexts: Vec::new() });
+                    peers.insert(
+                        *peer,
+                        PeerInfo { peer_id: *peer, addrs: Vec::new(), contexts: Vec::new(), namespaces: Vec::new() },
+                    );
                 }
                 for (peer, topics) in self.swarm.behaviour().gossipsub.all_peers() {
                     if let Some(info) = peers.get_mut(peer) {
                         info.contexts = topics.iter().filter_map(|t| self.topics.get(*t).copied()).collect();
+                        info.namespaces =
+                            topics.iter().filter_map(|t| self.namespace_topics.get(*t).copied()).collect();
                     }
                 }
                 let _ = reply.send(peers.into_values().collect());
@@ -472,6 +663,14 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 let _ = self.swarm.dial(addr);
             }
         }
+        let namespaces: Vec<NamespaceId> = self.namespace_topics.values().copied().collect();
+        for namespace_id in namespaces {
+            for peer in &connected {
+                if !self.namespace_catching_up.contains(&(*peer, namespace_id)) {
+                    self.ask_namespace_status(*peer, namespace_id);
+                }
+            }
+        }
         let contexts: Vec<ContextId> = self.topics.values().copied().collect();
         for context_id in contexts {
             for peer in &connected {
@@ -480,6 +679,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 }
             }
         }
+        self.retry_deferred(None);
     }
 
     fn ask_status(&mut self, peer: PeerId, context_id: ContextId) {
@@ -509,6 +709,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             SwarmEvent::ConnectionEstablished { peer_id, endpoint, num_established, .. } => {
                 self.swarm.behaviour_mut().kad.add_address(&peer_id, endpoint.get_remote_address().clone());
                 if num_established.get() == 1 {
+                    // Ops before deltas: the deltas may cite them.
+                    let namespaces: Vec<NamespaceId> = self.namespace_topics.values().copied().collect();
+                    for namespace_id in namespaces {
+                        self.ask_namespace_status(peer_id, namespace_id);
+                    }
                     let contexts: Vec<ContextId> = self.topics.values().copied().collect();
                     for context_id in contexts {
                         self.ask_status(peer_id, context_id);
@@ -519,7 +724,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 for peers in self.in_sync.values_mut() {
                     peers.remove(&peer_id);
                 }
+                for peers in self.namespace_in_sync.values_mut() {
+                    peers.remove(&peer_id);
+                }
                 self.catching_up.retain(|(p, _)| *p != peer_id);
+                self.namespace_catching_up.retain(|(p, _)| *p != peer_id);
             }
             SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })) => {
                 for addr in info.listen_addrs {
@@ -549,6 +758,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                         match self.pending.remove(&request_id) {
                             Some(Pending::Status(context_id)) => self.on_status(peer, context_id, response),
                             Some(Pending::Deltas(context_id)) => self.on_deltas(peer, context_id, response),
+                            Some(Pending::NamespaceStatus(namespace_id)) => {
+                                self.on_namespace_status(peer, namespace_id, response)
+                            }
+                            Some(Pending::Ops(namespace_id)) => self.on_ops(peer, namespace_id, response),
                             None => {}
                         }
                     }
@@ -559,27 +772,40 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 error,
                 peer,
                 ..
-            })) => {
-                if let Some(Pending::Deltas(context_id) | Pending::Status(context_id)) =
-                    self.pending.remove(&request_id)
-                {
+            })) => match self.pending.remove(&request_id) {
+                Some(Pending::Deltas(context_id) | Pending::Status(context_id)) => {
                     tracing::debug!(%peer, %context_id, %error, "sync request failed");
                     self.catching_up.remove(&(peer, context_id));
                 }
-            }
+                Some(Pending::NamespaceStatus(namespace_id) | Pending::Ops(namespace_id)) => {
+                    tracing::debug!(%peer, %namespace_id, %error, "namespace sync request failed");
+                    self.namespace_catching_up.remove(&(peer, namespace_id));
+                }
+                None => {}
+            },
             _ => {}
         }
     }
 
     fn on_gossip(&mut self, source: PeerId, message: &gossipsub::Message) -> gossipsub::MessageAcceptance {
+        if let Some(namespace_id) = self.namespace_topics.get(&message.topic).copied() {
+            return self.on_op_gossip(source, namespace_id, message);
+        }
         let Some(context_id) = self.topics.get(&message.topic).copied() else {
             return gossipsub::MessageAcceptance::Ignore;
         };
         let delta = match protocol::decode::<Gossip>(&message.data) {
             Ok(Gossip::Delta(delta)) => delta,
+            Ok(Gossip::Op(_)) => return self.reject(context_id, source, "a governance op on a context topic".into()),
             Err(e) => return self.reject(context_id, source, format!("undecodable gossip: {e}")),
         };
+        // Kept only when it may have to wait for its cited ops.
+        let waiting = self.unknown_position(&delta).map(|ns| (ns, delta.clone()));
         match self.engine.receive(&context_id, delta, self.authorizer.as_ref()) {
+            Err(EngineError::Unauthorized(_)) if waiting.is_some() => match waiting {
+                Some((namespace_id, delta)) => self.defer(context_id, delta, source, namespace_id),
+                None => gossipsub::MessageAcceptance::Ignore,
+            },
             Ok(outcome) => {
                 self.stats.gossip_accepted.fetch_add(1, Ordering::Relaxed);
                 if !outcome.applied.is_empty() {
@@ -609,6 +835,17 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
 
     fn serve(&self, request: SyncRequest) -> SyncResponse {
         match request {
+            SyncRequest::NamespaceStatus { namespace_id } => match &self.governance {
+                Some(governance) => match governance.heads(&namespace_id) {
+                    Ok(heads) if !heads.is_empty() => SyncResponse::NamespaceStatus { heads },
+                    _ => SyncResponse::Unknown,
+                },
+                None => SyncResponse::Unknown,
+            },
+            SyncRequest::Ops { namespace_id, heads, max } => match &self.governance {
+                Some(governance) => serve_ops(governance, &namespace_id, &heads, max),
+                None => SyncResponse::Unknown,
+            },
             SyncRequest::Status { context_id } => match self.engine.view(&context_id) {
                 Ok(view) => SyncResponse::Status { heads: view.heads, root_hash: view.root_hash },
                 Err(_) => SyncResponse::Unknown,
@@ -678,8 +915,16 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         };
         let mut applied = Vec::new();
         let mut progressed = false;
-        for result in self.engine.receive_many(&context_id, deltas, self.authorizer.as_ref()) {
+        let waiting: Vec<Option<(NamespaceId, ContextDagDeltaValue)>> =
+            deltas.iter().map(|d| self.unknown_position(d).map(|ns| (ns, d.clone()))).collect();
+        let results = self.engine.receive_many(&context_id, deltas, self.authorizer.as_ref());
+        for (result, waiting) in results.into_iter().zip(waiting) {
             match result {
+                Err(EngineError::Unauthorized(_)) if waiting.is_some() => {
+                    if let Some((namespace_id, delta)) = waiting {
+                        let _ = self.defer(context_id, delta, peer, namespace_id);
+                    }
+                }
                 Ok(outcome) => {
                     progressed |= !outcome.duplicate;
                     applied.extend(outcome.applied);
@@ -699,8 +944,325 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             self.ask_deltas(peer, context_id);
         } else {
             self.catching_up.remove(&(peer, context_id));
-            // Confirm: equal heads and roots make the peer in sync.
-            self.ask_status(peer, context_id);
+            if progressed {
+                // Confirm: equal heads and roots make the peer in sync. Without progress the
+                // next tick asks, so a peer lying about its heads cannot keep this node busy.
+                self.ask_status(peer, context_id);
+            }
         }
     }
+
+    // ---- governance ----
+
+    fn ask_namespace_status(&mut self, peer: PeerId, namespace_id: NamespaceId) {
+        if self.governance.is_none() {
+            return;
+        }
+        let id = self.swarm.behaviour_mut().sync.send_request(&peer, SyncRequest::NamespaceStatus { namespace_id });
+        self.pending.insert(id, Pending::NamespaceStatus(namespace_id));
+    }
+
+    fn ask_ops(&mut self, peer: PeerId, namespace_id: NamespaceId) {
+        let Some(governance) = &self.governance else {
+            return;
+        };
+        // A namespace not held here yet has no heads: everything is lacking.
+        let heads = match governance.heads(&namespace_id) {
+            Ok(heads) => heads,
+            Err(e) => {
+                tracing::warn!(%namespace_id, error = %e, "cannot read namespace heads");
+                return;
+            }
+        };
+        if self.namespace_catching_up.insert((peer, namespace_id)) {
+            self.stats.sync_sessions.fetch_add(1, Ordering::Relaxed);
+        }
+        let max = self.config.sync_batch.min(MAX_OPS_PER_RESPONSE);
+        let id = self.swarm.behaviour_mut().sync.send_request(&peer, SyncRequest::Ops { namespace_id, heads, max });
+        self.pending.insert(id, Pending::Ops(namespace_id));
+    }
+
+    fn on_namespace_status(&mut self, peer: PeerId, namespace_id: NamespaceId, response: SyncResponse) {
+        let SyncResponse::NamespaceStatus { mut heads } = response else {
+            return;
+        };
+        let Some(governance) = self.governance.clone() else {
+            return;
+        };
+        let Ok(mut ours) = governance.heads(&namespace_id) else {
+            return;
+        };
+        heads.sort_unstable();
+        heads.dedup();
+        ours.sort_unstable();
+        if heads == ours {
+            if self.namespace_in_sync.entry(namespace_id).or_default().insert(peer) {
+                self.emit(NetEvent::NamespaceInSync { namespace_id, peer });
+            }
+            return;
+        }
+        self.namespace_in_sync.entry(namespace_id).or_default().remove(&peer);
+        let behind = heads.iter().any(|h| !matches!(governance.op(&namespace_id, h), Ok(Some(_))));
+        if behind && !self.namespace_catching_up.contains(&(peer, namespace_id)) {
+            self.ask_ops(peer, namespace_id);
+        }
+    }
+
+    fn on_ops(&mut self, peer: PeerId, namespace_id: NamespaceId, response: SyncResponse) {
+        let SyncResponse::Ops { ops, more } = response else {
+            self.namespace_catching_up.remove(&(peer, namespace_id));
+            return;
+        };
+        let mut logged = Vec::new();
+        let mut progressed = false;
+        for op in ops {
+            match self.submit_op(namespace_id, op) {
+                Ok((outcome, mut ids)) => {
+                    progressed |= outcome != Submitted::Duplicate;
+                    logged.append(&mut ids);
+                }
+                Err(Some(reason)) => self.reject_op(namespace_id, peer, reason),
+                Err(None) => {}
+            }
+        }
+        self.stats.synced_ops.fetch_add(logged.len() as u64, Ordering::Relaxed);
+        self.ops_logged(namespace_id, logged);
+        if more && progressed {
+            self.ask_ops(peer, namespace_id);
+        } else {
+            self.namespace_catching_up.remove(&(peer, namespace_id));
+            if progressed && self.namespace_topics.values().any(|n| *n == namespace_id) {
+                self.ask_namespace_status(peer, namespace_id);
+            }
+        }
+    }
+
+    fn on_op_gossip(
+        &mut self,
+        source: PeerId,
+        namespace_id: NamespaceId,
+        message: &gossipsub::Message,
+    ) -> gossipsub::MessageAcceptance {
+        let op = match protocol::decode::<Gossip>(&message.data) {
+            Ok(Gossip::Op(op)) => op,
+            Ok(Gossip::Delta(_)) => {
+                self.reject_op(namespace_id, source, "a context delta on a namespace topic".into());
+                return gossipsub::MessageAcceptance::Reject;
+            }
+            Err(e) => {
+                self.reject_op(namespace_id, source, format!("undecodable gossip: {e}"));
+                return gossipsub::MessageAcceptance::Reject;
+            }
+        };
+        match self.submit_op(namespace_id, op) {
+            Ok((outcome, logged)) => {
+                self.stats.ops_gossip_accepted.fetch_add(1, Ordering::Relaxed);
+                self.ops_logged(namespace_id, logged);
+                if matches!(outcome, Submitted::Pending { .. })
+                    && !self.namespace_catching_up.contains(&(source, namespace_id))
+                {
+                    self.ask_ops(source, namespace_id);
+                }
+                gossipsub::MessageAcceptance::Accept
+            }
+            Err(Some(reason)) => {
+                self.reject_op(namespace_id, source, reason);
+                gossipsub::MessageAcceptance::Reject
+            }
+            Err(None) => gossipsub::MessageAcceptance::Ignore,
+        }
+    }
+
+    /// Submits a peer's op to governance. `Ok`: its fate and every op logged;
+    /// `Err(Some(reason))`: the op is invalid or unauthorized (the peer's fault);
+    /// `Err(None)`: it could not be judged now (a full buffer, a store failure).
+    fn submit_op(&mut self, namespace_id: NamespaceId, op: SignedOp) -> Result<(Submitted, Vec<OpId>), Option<String>> {
+        let Some(governance) = self.governance.clone() else {
+            return Err(None);
+        };
+        if op.content.namespace_id != namespace_id {
+            return Err(Some(format!("an op of namespace {} on this namespace's topic", op.content.namespace_id)));
+        }
+        let op_id = op.op_id;
+        match governance.submit(op) {
+            Ok(outcome) => {
+                let mut logged = Vec::new();
+                if matches!(outcome.op, Submitted::Accepted | Submitted::Overruled(_)) {
+                    logged.push(op_id);
+                }
+                logged.extend(outcome.released);
+                Ok((outcome.op, logged))
+            }
+            Err(e @ (GovernanceError::Invalid(_) | GovernanceError::Rejected(_))) => Err(Some(e.to_string())),
+            Err(e) => {
+                tracing::warn!(%namespace_id, error = %e, "op not submitted");
+                Err(None)
+            }
+        }
+    }
+
+    fn ops_logged(&mut self, namespace_id: NamespaceId, op_ids: Vec<OpId>) {
+        if op_ids.is_empty() {
+            return;
+        }
+        self.emit(NetEvent::OpsLogged { namespace_id, op_ids });
+        self.retry_deferred(Some(namespace_id));
+    }
+
+    fn reject_op(&mut self, namespace_id: NamespaceId, peer: PeerId, reason: String) {
+        self.stats.ops_rejected.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%namespace_id, %peer, %reason, "rejected a peer's governance message");
+        self.emit(NetEvent::OpRejected { namespace_id, peer, reason });
+    }
+
+    // ---- deltas waiting for ops ----
+
+    /// The namespace of the governance position `delta` cites, if some cited op is not logged here.
+    fn unknown_position(&self, delta: &ContextDagDeltaValue) -> Option<NamespaceId> {
+        let governance = self.governance.as_ref()?;
+        let position = GovPosition::from_events(&delta.events)?.ok()?;
+        let known = position.heads.iter().all(|h| matches!(governance.op(&position.namespace_id, h), Ok(Some(_))));
+        (!known).then_some(position.namespace_id)
+    }
+
+    /// Holds back a delta refused while the position it cites is unknown here, and asks
+    /// `peer` for the namespace's ops. A delta whose signature does not verify is rejected
+    /// instead (it could never pass), so forgeries take no room in the buffer.
+    fn defer(
+        &mut self,
+        context_id: ContextId,
+        delta: ContextDagDeltaValue,
+        peer: PeerId,
+        namespace_id: NamespaceId,
+    ) -> gossipsub::MessageAcceptance {
+        if let Err(e) = check_signature(&delta) {
+            self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
+            let reason = EngineError::from(e).to_string();
+            tracing::info!(%context_id, %peer, %reason, "rejected a peer's message");
+            self.emit(NetEvent::Rejected { context_id, peer, reason });
+            return gossipsub::MessageAcceptance::Reject;
+        }
+        if self.deferred_ids.insert(delta.delta_id) {
+            let size = borsh::object_length(&delta).unwrap_or(usize::MAX);
+            while !self.deferred.is_empty()
+                && (self.deferred.len() >= MAX_DEFERRED_DELTAS || self.deferred_bytes + size > MAX_DEFERRED_BYTES)
+            {
+                if let Some(old) = self.deferred.pop_front() {
+                    self.deferred_ids.remove(&old.delta.delta_id);
+                    self.deferred_bytes -= old.size;
+                    self.stats.deferred_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if size > MAX_DEFERRED_BYTES {
+                // Larger than the whole buffer: dropped at once (anti-entropy brings it back).
+                self.deferred_ids.remove(&delta.delta_id);
+                self.stats.deferred_dropped.fetch_add(1, Ordering::Relaxed);
+            } else {
+                tracing::debug!(%context_id, %namespace_id, delta = %delta.delta_id, "delta waits for governance ops");
+                self.stats.deferred_deltas.fetch_add(1, Ordering::Relaxed);
+                self.deferred_bytes += size;
+                self.deferred.push_back(Deferred {
+                    context_id,
+                    delta,
+                    peer,
+                    namespace_id,
+                    size,
+                    since: Instant::now(),
+                });
+            }
+        }
+        if !self.namespace_catching_up.contains(&(peer, namespace_id)) {
+            self.ask_ops(peer, namespace_id);
+        }
+        // Not judged yet: neither forwarded nor penalized.
+        gossipsub::MessageAcceptance::Ignore
+    }
+
+    /// Receives again the deferred deltas (of one namespace, or all) whose cited ops are
+    /// now logged; drops those that waited too long; asks again for the ops of the rest.
+    fn retry_deferred(&mut self, namespace_id: Option<NamespaceId>) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let mut waiting = VecDeque::new();
+        let mut ready = Vec::new();
+        let mut ask = BTreeSet::new();
+        for entry in std::mem::take(&mut self.deferred) {
+            if namespace_id.is_some_and(|ns| ns != entry.namespace_id) {
+                waiting.push_back(entry);
+            } else if self.unknown_position(&entry.delta).is_none() {
+                self.deferred_ids.remove(&entry.delta.delta_id);
+                self.deferred_bytes -= entry.size;
+                ready.push(entry);
+            } else if entry.since.elapsed() > DEFERRED_TTL {
+                self.deferred_ids.remove(&entry.delta.delta_id);
+                self.deferred_bytes -= entry.size;
+                self.stats.deferred_dropped.fetch_add(1, Ordering::Relaxed);
+            } else {
+                ask.insert((entry.peer, entry.namespace_id));
+                waiting.push_back(entry);
+            }
+        }
+        self.deferred = waiting;
+        if namespace_id.is_none() {
+            for (peer, ns) in ask {
+                if !self.namespace_catching_up.contains(&(peer, ns)) && self.swarm.is_connected(&peer) {
+                    self.ask_ops(peer, ns);
+                }
+            }
+        }
+        for Deferred { context_id, delta, peer, .. } in ready {
+            match self.engine.receive(&context_id, delta, self.authorizer.as_ref()) {
+                Ok(outcome) => {
+                    self.stats.deferred_accepted.fetch_add(1, Ordering::Relaxed);
+                    if !outcome.applied.is_empty() {
+                        self.emit(NetEvent::Applied { context_id, delta_ids: outcome.applied });
+                    }
+                    if !outcome.missing.is_empty()
+                        && !self.catching_up.contains(&(peer, context_id))
+                        && self.swarm.is_connected(&peer)
+                    {
+                        self.ask_deltas(peer, context_id);
+                    }
+                }
+                Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
+                    self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
+                    self.emit(NetEvent::Rejected { context_id, peer, reason: e.to_string() });
+                }
+                Err(e) => tracing::warn!(%context_id, error = %e, "deferred delta not applied"),
+            }
+        }
+    }
+}
+
+/// The ops a peer with `heads` lacks, in topological order, under the count and frame limits.
+fn serve_ops<B: Backend>(
+    governance: &Governance<B>,
+    namespace_id: &NamespaceId,
+    heads: &[OpId],
+    max: u32,
+) -> SyncResponse {
+    let max = max.clamp(1, MAX_OPS_PER_RESPONSE) as usize;
+    let mut lacking = match governance.lacking(namespace_id, heads, max) {
+        Ok(l) => l,
+        Err(_) => return SyncResponse::Unknown,
+    };
+    let total = lacking.total();
+    let mut ops = Vec::new();
+    // Leave room under the frame limit for the envelope.
+    let mut budget = MAX_FRAME - 1024;
+    for id in lacking.next().unwrap_or_default() {
+        let op = match governance.op(namespace_id, &id) {
+            Ok(Some(op)) => op,
+            _ => break,
+        };
+        let size = borsh::object_length(&op).unwrap_or(usize::MAX);
+        if size > budget {
+            break;
+        }
+        budget -= size;
+        ops.push(op);
+    }
+    let more = ops.len() < total;
+    SyncResponse::Ops { ops, more }
 }

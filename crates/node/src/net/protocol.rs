@@ -7,6 +7,12 @@
 //! |---|---|---|
 //! | `Status { context }` | `Status { heads, root_hash }` | the in-sync check: one round trip, ~100 bytes |
 //! | `Deltas { context, heads, max }` | `Deltas { deltas, more }` | catch-up: the deltas the asker lacks given its heads, in topological order, at most `max` (and [`MAX_FRAME`] bytes) per response |
+//! | `NamespaceStatus { namespace }` | `NamespaceStatus { heads }` | the governance in-sync check: the namespace op log's heads |
+//! | `Ops { namespace, heads, max }` | `Ops { ops, more }` | governance catch-up: the ops the asker lacks given its heads, in topological order, at most `max` (and [`MAX_FRAME`] bytes) per response |
+//!
+//! Either side answers `Unknown` for a context or namespace it does not hold.
+//! Gossip payloads are one [`Gossip`] message without the length prefix: a delta
+//! on a context's topic, an op on a namespace's topic.
 //!
 //! Every message is bounded: a frame longer than [`MAX_FRAME`] is refused before it
 //! is read, and a frame that does not decode is an error, never a panic.
@@ -15,7 +21,7 @@ use std::io;
 
 use borsh::{BorshDeserialize, BorshSerialize};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, Hash};
+use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, Hash, NamespaceId, OpId, SignedOp};
 
 /// The sync protocol's name.
 pub const SYNC_PROTOCOL: &str = "/weft/sync/1";
@@ -26,11 +32,16 @@ pub const MAX_FRAME: usize = 8 << 20;
 /// Most deltas one `Deltas` response carries.
 pub const MAX_DELTAS_PER_RESPONSE: u32 = 2048;
 
+/// Most governance ops one `Ops` response carries.
+pub const MAX_OPS_PER_RESPONSE: u32 = 1024;
+
 /// A gossip message on a context's topic.
 #[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
 pub enum Gossip {
     /// A delta its author has just applied (`applied` is false on the wire).
     Delta(ContextDagDeltaValue),
+    /// A governance op just logged (on a namespace's topic).
+    Op(SignedOp),
 }
 
 /// A sync request.
@@ -48,6 +59,20 @@ pub enum SyncRequest {
         /// The asker's heads.
         heads: Vec<DeltaId>,
         /// Most deltas wanted in this response (capped at [`MAX_DELTAS_PER_RESPONSE`]).
+        max: u32,
+    },
+    /// The responder's heads of a namespace's op log.
+    NamespaceStatus {
+        /// The namespace.
+        namespace_id: NamespaceId,
+    },
+    /// The logged ops the asker lacks, given its heads of the namespace's log.
+    Ops {
+        /// The namespace.
+        namespace_id: NamespaceId,
+        /// The asker's heads (empty if it holds none of the namespace).
+        heads: Vec<OpId>,
+        /// Most ops wanted in this response (capped at [`MAX_OPS_PER_RESPONSE`]).
         max: u32,
     },
 }
@@ -69,8 +94,20 @@ pub enum SyncResponse {
         /// More deltas remain: ask again with the new heads.
         more: bool,
     },
-    /// The responder does not hold the context (or refuses to serve it).
+    /// The responder does not hold the context or namespace (or refuses to serve it).
     Unknown,
+    /// The responder's heads of a namespace's op log.
+    NamespaceStatus {
+        /// Heads, sorted.
+        heads: Vec<OpId>,
+    },
+    /// Governance ops in topological order.
+    Ops {
+        /// The ops.
+        ops: Vec<SignedOp>,
+        /// More ops remain: ask again with the new heads.
+        more: bool,
+    },
 }
 
 /// Encodes `msg` as one frame: a big-endian `u32` length, then the Borsh bytes.
@@ -185,6 +222,93 @@ mod tests {
         // length 41 ‖ tag 1 ‖ context ‖ u32 LE 0 heads ‖ u32 LE 256
         assert_eq!(hex(&encode(&req).unwrap()), format!("0000002901{}0000000000010000", "03".repeat(32)));
         assert_eq!(hex(&encode(&SyncResponse::Unknown).unwrap()), "0000000102");
+    }
+
+    #[test]
+    fn golden_namespace_status_request_and_response() {
+        let req = SyncRequest::NamespaceStatus { namespace_id: NamespaceId::from_bytes([0xAB; 32]) };
+        // length 33 ‖ tag 2 ‖ namespace id
+        assert_eq!(hex(&encode(&req).unwrap()), format!("0000002102{}", "ab".repeat(32)));
+        let res = SyncResponse::NamespaceStatus { heads: vec![OpId::from_bytes([4; 32]), OpId::from_bytes([5; 32])] };
+        // length 69 ‖ tag 3 ‖ u32 LE 2 ‖ heads
+        assert_eq!(
+            hex(&encode(&res).unwrap()),
+            format!("0000004503{}{}{}", "02000000", "04".repeat(32), "05".repeat(32))
+        );
+    }
+
+    #[test]
+    fn golden_ops_request_and_response() {
+        let req = SyncRequest::Ops {
+            namespace_id: NamespaceId::from_bytes([6; 32]),
+            heads: vec![OpId::from_bytes([7; 32])],
+            max: 1024,
+        };
+        // length 73 ‖ tag 3 ‖ namespace ‖ u32 LE 1 head ‖ head ‖ u32 LE 1024
+        assert_eq!(
+            hex(&encode(&req).unwrap()),
+            format!("0000004903{}01000000{}00040000", "06".repeat(32), "07".repeat(32))
+        );
+        let empty = SyncResponse::Ops { ops: vec![], more: false };
+        // length 6 ‖ tag 4 ‖ u32 LE 0 ops ‖ more false
+        assert_eq!(hex(&encode(&empty).unwrap()), "00000006040000000000");
+        // With an op: tag 4 ‖ u32 LE 1 ‖ the op's own Borsh bytes ‖ more true.
+        let op = golden_op();
+        let op_bytes = borsh::to_vec(&op).unwrap();
+        let frame = encode(&SyncResponse::Ops { ops: vec![op.clone()], more: true }).unwrap();
+        let mut expected = ((1 + 4 + op_bytes.len() + 1) as u32).to_be_bytes().to_vec();
+        expected.extend([4, 1, 0, 0, 0]);
+        expected.extend(&op_bytes);
+        expected.push(1);
+        assert_eq!(hex(&frame), hex(&expected));
+        assert_eq!(decode::<SyncResponse>(&frame[4..]).unwrap(), SyncResponse::Ops { ops: vec![op], more: true });
+    }
+
+    /// A fixed, signed op (deterministic: Ed25519 signatures are).
+    fn golden_op() -> SignedOp {
+        use weft_primitives::{HybridTimestamp, OpBody, OpContent, PublicKey, Role, SecretKey};
+        let secret = SecretKey::from_bytes(&[9; 32]);
+        let namespace_id = NamespaceId::from_bytes([8; 32]);
+        let content = OpContent {
+            namespace_id,
+            group_id: namespace_id.root_group(),
+            parents: vec![OpId::from_bytes([1; 32])],
+            signer: secret.public_key(),
+            nonce: 2,
+            hlc: HybridTimestamp { physical_ms: 1_700_000_000_000, logical: 3 },
+            body: OpBody::MemberAdded { identity: PublicKey::from_bytes([0x22; 32]), role: Role::Member },
+        };
+        SignedOp::sign(content, &secret)
+    }
+
+    #[test]
+    fn golden_gossip() {
+        let op = golden_op();
+        // An op on a namespace topic: tag 1 ‖ the op's Borsh bytes (no length prefix on gossip).
+        let payload = encode(&Gossip::Op(op.clone())).unwrap().split_off(4);
+        assert_eq!(payload[0], 1);
+        assert_eq!(&payload[1..], borsh::to_vec(&op).unwrap().as_slice());
+        assert_eq!(decode::<Gossip>(&payload).unwrap(), Gossip::Op(op.clone()));
+        // The op's own encoding, pinned: id ‖ content ‖ signature.
+        let bytes = borsh::to_vec(&op).unwrap();
+        assert_eq!(&bytes[..32], op.op_id.as_bytes());
+        assert_eq!(bytes.len(), 32 + borsh::to_vec(&op.content).unwrap().len() + 64);
+        let body = format!("10{}01", "22".repeat(32));
+        let expected = format!(
+            "{ns}{ns}01000000{parent}{signer}0200000000000000{hlc}{body}",
+            ns = "08".repeat(32),
+            parent = "01".repeat(32),
+            signer = hex(op.content.signer.as_bytes()),
+            hlc = "0068e5cf8b01000003000000",
+        );
+        assert_eq!(hex(&borsh::to_vec(&op.content).unwrap()), expected);
+        // The whole gossip payload, pinned (Ed25519 signatures are deterministic).
+        let signer = "fd1724385aa0c75b64fb78cd602fa1d991fdebf76b13c58ed702eac835e9f618";
+        let id = "f332e22813f1750ae218e7b9f7514eddb0b9eb1f893d85eacca109ba7bd63041";
+        let signature = "758653393e0196f2abfa8f050791eb55ec452df6cd47b95ab04e8fc195540236\
+                         d44ffccc334374c8732ceab93ef860173e1d1b1579cb3f50ef588f8c7099bd09";
+        assert_eq!(hex(op.content.signer.as_bytes()), signer);
+        assert_eq!(hex(&payload), format!("01{id}{expected}{signature}"));
     }
 
     #[test]
