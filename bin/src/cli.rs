@@ -54,9 +54,21 @@ pub enum Command {
     /// Installed applications.
     #[command(subcommand)]
     App(AppCmd),
-    /// Contexts: replicated key-value states.
+    /// Namespaces: root groups, each with its own governance log.
+    #[command(subcommand)]
+    Namespace(NamespaceCmd),
+    /// Groups: members, roles, capabilities, subgroups and upgrades.
+    #[command(subcommand)]
+    Group(GroupCmd),
+    /// Human-readable names for groups, contexts and members.
+    #[command(subcommand)]
+    Alias(AliasCmd),
+    /// Contexts: replicated key-value states shared by a group's members.
     #[command(subcommand)]
     Context(ContextCmd),
+    /// Sync progress across every context.
+    #[command(subcommand)]
+    Sync(SyncCmd),
     /// A context's shared state (every write is a signed delta).
     #[command(subcommand)]
     State(StateCmd),
@@ -83,8 +95,188 @@ pub enum Command {
 /// `weft node`
 #[derive(Subcommand, Debug)]
 pub enum NodeCmd {
-    /// Identity, peer id, RPC and p2p addresses, version (node_info).
+    /// Identity, peer id, RPC and p2p addresses, version (node_info). The p2p addresses are
+    /// what another node passes to `weftd init --bootstrap` or `weft node dial`.
     Info,
+    /// Print only this node's identity: what another node's `weft context invite` takes.
+    Identity,
+    /// Connected peers and the contexts each shares with this node (node_peers).
+    Peers,
+    /// Connect to a peer now (node_dial).
+    Dial {
+        /// The peer's multiaddr, e.g. /ip4/127.0.0.1/tcp/7428/p2p/12D3KooW...
+        addr: String,
+    },
+}
+
+/// `weft namespace`
+#[derive(Subcommand, Debug)]
+pub enum NamespaceCmd {
+    /// Create a namespace with this node as its admin and print its id (namespace_create).
+    Create {
+        /// An alias for its root group.
+        #[arg(long)]
+        alias: Option<String>,
+    },
+}
+
+/// Parses a capability bitmask: decimal, or hexadecimal with 0x.
+fn capabilities(text: &str) -> Result<u32, String> {
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => text.parse(),
+    }
+    .map_err(|e| format!("{text:?} is not a capability bitmask (decimal or 0x hex): {e}"))
+}
+
+/// `weft group`
+#[derive(Subcommand, Debug)]
+pub enum GroupCmd {
+    /// Create a subgroup of PARENT (a group or namespace id) and print its id (group_create).
+    Create {
+        /// The parent group; a namespace id names its root group.
+        parent_id: String,
+        /// An alias for the new group.
+        #[arg(long)]
+        alias: Option<String>,
+    },
+    /// Parent, namespace, application, admins, member count, contexts, upgrade (group_info).
+    Info {
+        /// The group id.
+        group_id: String,
+    },
+    /// List members with their roles and capabilities, one per line (group_members).
+    Members {
+        /// The group id.
+        group_id: String,
+        /// Start after this identity (a previous page's cursor).
+        #[arg(long, value_name = "IDENTITY")]
+        start_after: Option<String>,
+        /// Members per page (the node clamps it to 1..=1000) [default: 100].
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Follow the cursor and print every page.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Add a member and print the governance op's id (group_add_member).
+    AddMember {
+        /// The group id.
+        group_id: String,
+        /// The member's identity (its node's `weft node info` identity).
+        identity: String,
+        /// admin, member or read_only.
+        #[arg(long, default_value = "member")]
+        role: String,
+    },
+    /// Remove a member (group_remove_member).
+    RemoveMember {
+        /// The group id.
+        group_id: String,
+        /// The member's identity.
+        identity: String,
+    },
+    /// Change a member's role (group_set_role).
+    SetRole {
+        /// The group id.
+        group_id: String,
+        /// The member's identity.
+        identity: String,
+        /// admin, member or read_only.
+        role: String,
+    },
+    /// Set a member's own capabilities, a bitmask: 0x1 create context, 0x2 invite, 0x4 join
+    /// open subgroups, 0x8 manage members, 0x10 manage application, 0x20 create subgroup,
+    /// 0x40 delete subgroup, 0x80 manage visibility, 0x100 manage metadata
+    /// (group_set_capabilities).
+    SetCapabilities {
+        /// The group id.
+        group_id: String,
+        /// The member's identity.
+        identity: String,
+        /// The bitmask (decimal or 0x hex).
+        #[arg(value_parser = capabilities)]
+        capabilities: u32,
+    },
+    /// Set the capabilities of members without their own (group_set_default_capabilities).
+    SetDefaultCapabilities {
+        /// The group id.
+        group_id: String,
+        /// The bitmask (decimal or 0x hex).
+        #[arg(value_parser = capabilities)]
+        capabilities: u32,
+    },
+    /// Change the application the group's contexts run (group_upgrade).
+    Upgrade {
+        /// The group id.
+        group_id: String,
+        /// The new application (an id from `weft app list`).
+        application_id: String,
+        /// The migration method to run in each context.
+        #[arg(long)]
+        migration: Option<String>,
+    },
+    /// The latest upgrade's progress (group_upgrade_status).
+    UpgradeStatus {
+        /// The group id.
+        group_id: String,
+    },
+}
+
+/// What an alias names.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ScopeArg {
+    /// A group.
+    Group,
+    /// A context.
+    Context,
+    /// A member.
+    Member,
+}
+
+impl ScopeArg {
+    fn name(self) -> &'static str {
+        match self {
+            ScopeArg::Group => "group",
+            ScopeArg::Context => "context",
+            ScopeArg::Member => "member",
+        }
+    }
+}
+
+/// `weft alias`
+#[derive(Subcommand, Debug)]
+pub enum AliasCmd {
+    /// Name a group, context or member; an empty alias clears it (alias_set).
+    Set {
+        /// What ID is.
+        scope: ScopeArg,
+        /// The group, context or member identity.
+        id: String,
+        /// The alias.
+        alias: String,
+        /// The group the alias lives in (required for a member; a context's own by default).
+        #[arg(long, value_name = "ID")]
+        group: Option<String>,
+    },
+    /// Print the id an alias names (alias_resolve).
+    Resolve {
+        /// What the alias names.
+        scope: ScopeArg,
+        /// The alias.
+        alias: String,
+        /// The group to look in (required for a member).
+        #[arg(long, value_name = "ID")]
+        group: Option<String>,
+    },
+}
+
+/// `weft sync`
+#[derive(Subcommand, Debug)]
+pub enum SyncCmd {
+    /// Print sync progress on every context as it happens, until interrupted: deltas received
+    /// from peers, peers in sync or diverged, refused deltas (subscribe_sync, over WebSocket).
+    Watch,
 }
 
 /// `weft blob`
@@ -125,11 +317,57 @@ pub enum AppCmd {
 /// `weft context`
 #[derive(Subcommand, Debug)]
 pub enum ContextCmd {
-    /// Create a context owned by this node and print its id (context_create).
+    /// Create a context and print its id (context_create). Without --group it is registered
+    /// in a new namespace whose admin is this node.
     Create {
+        /// The group to register it in (this node needs CREATE_CONTEXT there).
+        #[arg(long, value_name = "ID")]
+        group: Option<String>,
         /// The application the context runs (an id from `weft app list`).
         #[arg(long, value_name = "ID")]
         application: Option<String>,
+        /// The context's alias in its group.
+        #[arg(long)]
+        alias: Option<String>,
+    },
+    /// Make a node a member of the context's group and print an invitation for it
+    /// (context_invite). Hand the invitation to the other node's operator, who runs
+    /// `weft context join INVITATION`.
+    Invite {
+        /// The context id.
+        context_id: String,
+        /// The invitee's identity: the `identity` its `weft node info` prints.
+        invitee: String,
+        /// admin, member or read_only.
+        #[arg(long, default_value = "member")]
+        role: String,
+        /// Seconds the invitation stays valid [default: 86400, at most 30 days].
+        #[arg(long, value_name = "SECONDS")]
+        expires_in: Option<u64>,
+    },
+    /// Join a context with an invitation: dial the inviter, wait until governance makes this
+    /// node a member, create the context here and catch up; prints the context id
+    /// (context_join).
+    Join {
+        /// The invitation string `weft context invite` printed.
+        invitation: String,
+    },
+    /// Leave the context's group (context_leave): this node's writes to it are refused from
+    /// then on. The last admin cannot leave.
+    Leave {
+        /// The context id.
+        context_id: String,
+    },
+    /// Compare heads and roots with every peer now and catch up where behind (context_sync).
+    Sync {
+        /// The context id.
+        context_id: String,
+        /// Wait until a peer reports the same heads and root, showing progress.
+        #[arg(long)]
+        wait: bool,
+        /// Give up waiting after this many seconds.
+        #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+        timeout: u64,
     },
     /// List this node's contexts (context_list).
     List,
@@ -386,8 +624,8 @@ impl Client {
         }
     }
 
-    /// Prints a context's events until the subscription ends.
-    pub async fn watch(&self, context_id: &str, json_out: bool) -> Result<(), CliError> {
+    /// Prints a subscription's notifications until it ends.
+    pub async fn watch(&self, method: &str, params: Value, unsubscribe: &str, json_out: bool) -> Result<(), CliError> {
         let ws_url = format!("{}/ws", self.url.replacen("http://", "ws://", 1).replacen("https://", "wss://", 1));
         let ws = WsClientBuilder::default()
             .set_headers(auth_headers(&self.token)?)
@@ -395,14 +633,8 @@ impl Client {
             .build(&ws_url)
             .await
             .map_err(|e| self.client_error(e))?;
-        let mut sub = ws
-            .subscribe::<Value, _>(
-                "subscribe_context",
-                Params(json!({ "context_id": context_id })),
-                "unsubscribe_context",
-            )
-            .await
-            .map_err(|e| self.client_error(e))?;
+        let mut sub =
+            ws.subscribe::<Value, _>(method, Params(params), unsubscribe).await.map_err(|e| self.client_error(e))?;
         while let Some(event) = sub.next().await {
             let event = event.map_err(|e| CliError::Transport(e.to_string()))?;
             let line = if json_out { event.to_string() } else { human_event(&event) };
@@ -436,12 +668,23 @@ fn human_event(event: &Value) -> String {
         "delta_applied" => {
             format!("delta_applied {} by {} ({}) root {}", s("delta_id"), s("author"), s("source"), s("root_hash"))
         }
+        "diverged" if event.get("peer").is_some() => format!(
+            "DIVERGED from peer {} on {}: same heads, different roots (ours {})",
+            s("peer"),
+            s("context_id"),
+            s("root_hash")
+        ),
         "diverged" => format!(
             "DIVERGED at {}: expected root {} but computed {}",
             s("delta_id"),
             s("expected_root_hash"),
             s("actual_root_hash")
         ),
+        "member_changed" => {
+            format!("member_changed {} {} in group {}", s("identity"), s("change"), s("group_id"))
+        }
+        "in_sync" => format!("in_sync {} with peer {}", s("context_id"), s("peer")),
+        "rejected" => format!("rejected a delta from peer {} on {}: {}", s("peer"), s("context_id"), s("reason")),
         "lagged" => format!(
             "lagged: missed {} events; run `weft context status` to resynchronize",
             event.get("missed").cloned().unwrap_or(Value::Null)
@@ -495,14 +738,54 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             let r = client.call("node_info", json!({})).await?;
             print(json_out, &r, |r| {
                 format!(
-                    "identity    {}\npeer id     {}\nrpc         {}\np2p listen  {}\nversion     {}",
+                    "identity    {}\npeer id     {}\nrpc         {}\np2p         {}\nversion     {}",
                     field(r, "identity"),
                     field(r, "peer_id"),
                     field(r, "rpc_addr"),
-                    strings(r, "p2p_listen"),
+                    strings(r, "listen_addrs"),
                     field(r, "version"),
                 )
             });
+        }
+        Command::Node(NodeCmd::Identity) => {
+            let r = client.call("node_info", json!({})).await?;
+            print(json_out, &json!({ "identity": r.get("identity") }), |r| field(r, "identity").to_string());
+        }
+        Command::Node(NodeCmd::Peers) => {
+            let r = client.call("node_peers", json!({})).await?;
+            print(json_out, &r, |r| {
+                let peers = r.get("peers").and_then(Value::as_array).cloned().unwrap_or_default();
+                peers
+                    .iter()
+                    .map(|p| match strings(p, "contexts") {
+                        c if c.is_empty() => field(p, "peer_id").to_string(),
+                        c => format!("{}  contexts {c}", field(p, "peer_id")),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        Command::Node(NodeCmd::Dial { addr }) => {
+            let r = client.call("node_dial", json!({ "addr": addr })).await?;
+            print(json_out, &r, |_| String::new());
+        }
+        Command::Namespace(NamespaceCmd::Create { alias }) => {
+            let r = client.call("namespace_create", optional(json!({}), &[("alias", alias)])).await?;
+            print(json_out, &r, |r| field(r, "namespace_id").to_string());
+        }
+        Command::Group(cmd) => group(&client, json_out, cmd).await?,
+        Command::Alias(AliasCmd::Set { scope, id, alias, group }) => {
+            let params = json!({ "scope": scope.name(), "id": id, "alias": alias });
+            let r = client.call("alias_set", optional(params, &[("group_id", group)])).await?;
+            print(json_out, &r, |_| String::new());
+        }
+        Command::Alias(AliasCmd::Resolve { scope, alias, group }) => {
+            let params = json!({ "scope": scope.name(), "alias": alias });
+            let r = client.call("alias_resolve", optional(params, &[("group_id", group)])).await?;
+            print(json_out, &r, |r| field(r, "id").to_string());
+        }
+        Command::Sync(SyncCmd::Watch) => {
+            client.watch("subscribe_sync", json!({}), "unsubscribe_sync", json_out).await?
         }
         Command::Blob(BlobCmd::Put { file }) => {
             let data = read_input(&file)?;
@@ -550,13 +833,37 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                     .join("\n")
             });
         }
-        Command::Context(ContextCmd::Create { application }) => {
-            let mut params = Map::new();
-            if let Some(a) = application {
-                params.insert("application_id".into(), Value::String(a));
-            }
-            let r = client.call("context_create", Value::Object(params)).await?;
+        Command::Context(ContextCmd::Create { group, application, alias }) => {
+            let params = optional(json!({}), &[("group_id", group), ("application_id", application), ("alias", alias)]);
+            let r = client.call("context_create", params).await?;
             print(json_out, &r, |r| field(r, "context_id").to_string());
+        }
+        Command::Context(ContextCmd::Invite { context_id, invitee, role, expires_in }) => {
+            let mut params = json!({ "context_id": context_id, "invitee": invitee, "role": role });
+            if let (Some(s), Some(map)) = (expires_in, params.as_object_mut()) {
+                map.insert("expires_in_s".into(), json!(s));
+            }
+            let r = client.call("context_invite", params).await?;
+            print(json_out, &r, |r| field(r, "invitation").to_string());
+        }
+        Command::Context(ContextCmd::Join { invitation }) => {
+            let r = client.call("context_join", json!({ "invitation": invitation })).await?;
+            print(json_out, &r, |r| field(r, "context_id").to_string());
+            if !json_out && r.get("synced") == Some(&Value::Bool(false)) {
+                eprintln!("joined; catching up with peers continues in the background (`weft context status`)");
+            }
+        }
+        Command::Context(ContextCmd::Leave { context_id }) => {
+            let r = client.call("context_leave", json!({ "context_id": context_id })).await?;
+            print(json_out, &r, |_| String::new());
+        }
+        Command::Context(ContextCmd::Sync { context_id, wait, timeout }) => {
+            let r = client.call("context_sync", json!({ "context_id": context_id })).await?;
+            if wait {
+                wait_in_sync(&client, &context_id, Duration::from_secs(timeout), json_out).await?;
+            } else {
+                print(json_out, &r, |_| String::new());
+            }
         }
         Command::Context(ContextCmd::List) => {
             let r = client.call("context_list", json!({})).await?;
@@ -564,9 +871,16 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 let contexts = r.get("contexts").and_then(Value::as_array).cloned().unwrap_or_default();
                 contexts
                     .iter()
-                    .map(|c| match c.get("application_id").and_then(Value::as_str) {
-                        Some(app) => format!("{}  application {app}", field(c, "context_id")),
-                        None => field(c, "context_id").to_string(),
+                    .map(|c| {
+                        let mut line = field(c, "context_id").to_string();
+                        for (label, key) in
+                            [("alias", "alias"), ("group", "group_id"), ("application", "application_id")]
+                        {
+                            if let Some(v) = c.get(key).and_then(Value::as_str) {
+                                line.push_str(&format!("  {label} {v}"));
+                            }
+                        }
+                        line
                     })
                     .collect::<Vec<_>>()
                     .join("\n")
@@ -578,8 +892,9 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 let list = |k: &str| strings(r, k);
                 let n = |k: &str| r.get(k).cloned().unwrap_or(Value::Null);
                 format!(
-                    "context   {}\nroot      {}\nheads     {}\ndeltas    {} applied, {} pending\nkeys      {}\ndiverged  {}\nmembers   {}",
+                    "context   {}\ngroup     {}\nroot      {}\nheads     {}\ndeltas    {} applied, {} pending\nkeys      {}\ndiverged  {}\nmembers   {}\nin sync   {}",
                     field(r, "context_id"),
+                    field(r, "group_id"),
                     field(r, "root_hash"),
                     list("heads"),
                     n("delta_count"),
@@ -587,10 +902,14 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                     n("key_count"),
                     n("diverged"),
                     list("members"),
+                    list("peers_in_sync"),
                 )
             });
         }
-        Command::Context(ContextCmd::Watch { context_id }) => client.watch(&context_id, json_out).await?,
+        Command::Context(ContextCmd::Watch { context_id }) => {
+            let params = json!({ "context_id": context_id });
+            client.watch("subscribe_context", params, "unsubscribe_context", json_out).await?
+        }
         Command::State(StateCmd::Put { context_id, key, value, encoding }) => {
             let params = with_encoding(json!({ "context_id": context_id, "key": key, "value": value }), encoding);
             let r = client.call("state_put", params).await?;
@@ -675,6 +994,156 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Completions { .. } => {}
     }
     Ok(Outcome::Done)
+}
+
+/// `params` with each `(name, Some(value))` added as a string field.
+fn optional(mut params: Value, fields: &[(&str, Option<String>)]) -> Value {
+    if let Some(map) = params.as_object_mut() {
+        for (name, value) in fields {
+            if let Some(v) = value {
+                map.insert((*name).to_string(), Value::String(v.clone()));
+            }
+        }
+    }
+    params
+}
+
+/// `weft group ...`
+async fn group(client: &Client, json_out: bool, cmd: GroupCmd) -> Result<(), CliError> {
+    let op = |r: &Value| field(r, "op_id").to_string();
+    match cmd {
+        GroupCmd::Create { parent_id, alias } => {
+            let r =
+                client.call("group_create", optional(json!({ "parent_id": parent_id }), &[("alias", alias)])).await?;
+            print(json_out, &r, |r| field(r, "group_id").to_string());
+        }
+        GroupCmd::Info { group_id } => {
+            let r = client.call("group_info", json!({ "group_id": group_id })).await?;
+            print(json_out, &r, |r| {
+                format!(
+                    "group        {}\nalias        {}\nparent       {}\nnamespace    {}\napplication  {}\nadmins       {}\nmembers      {}\ncontexts     {}\nupgrade      {}",
+                    field(r, "group_id"),
+                    field(r, "alias"),
+                    field(r, "parent_id"),
+                    field(r, "namespace_id"),
+                    field(r, "target_application_id"),
+                    strings(r, "admins"),
+                    r.get("member_count").cloned().unwrap_or(Value::Null),
+                    strings(r, "contexts"),
+                    r.get("upgrade").cloned().unwrap_or(Value::Null),
+                )
+            });
+        }
+        GroupCmd::Members { group_id, start_after, limit, all } => {
+            let mut cursor = start_after;
+            loop {
+                let mut params = optional(json!({ "group_id": group_id }), &[("start_after", cursor.clone())]);
+                if let (Some(l), Some(map)) = (limit, params.as_object_mut()) {
+                    map.insert("limit".into(), json!(l));
+                }
+                let r = client.call("group_members", params).await?;
+                print(json_out, &r, |r| {
+                    let members = r.get("members").and_then(Value::as_array).cloned().unwrap_or_default();
+                    members
+                        .iter()
+                        .map(|m| {
+                            let caps = m.get("capabilities").and_then(Value::as_u64).unwrap_or(0);
+                            format!("{}  {}  capabilities {caps:#x}", field(m, "identity"), field(m, "role"))
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                });
+                cursor = r.get("next").and_then(Value::as_str).map(str::to_string);
+                match (&cursor, all) {
+                    (Some(_), true) => continue,
+                    (Some(next), false) if !json_out => {
+                        eprintln!("more members follow: --start-after {next} (or --all)")
+                    }
+                    _ => {}
+                }
+                break;
+            }
+        }
+        GroupCmd::AddMember { group_id, identity, role } => {
+            let params = json!({ "group_id": group_id, "identity": identity, "role": role });
+            print(json_out, &client.call("group_add_member", params).await?, op);
+        }
+        GroupCmd::RemoveMember { group_id, identity } => {
+            let params = json!({ "group_id": group_id, "identity": identity });
+            print(json_out, &client.call("group_remove_member", params).await?, op);
+        }
+        GroupCmd::SetRole { group_id, identity, role } => {
+            let params = json!({ "group_id": group_id, "identity": identity, "role": role });
+            print(json_out, &client.call("group_set_role", params).await?, op);
+        }
+        GroupCmd::SetCapabilities { group_id, identity, capabilities } => {
+            let params = json!({ "group_id": group_id, "identity": identity, "capabilities": capabilities });
+            print(json_out, &client.call("group_set_capabilities", params).await?, op);
+        }
+        GroupCmd::SetDefaultCapabilities { group_id, capabilities } => {
+            let params = json!({ "group_id": group_id, "capabilities": capabilities });
+            print(json_out, &client.call("group_set_default_capabilities", params).await?, op);
+        }
+        GroupCmd::Upgrade { group_id, application_id, migration } => {
+            let params = optional(
+                json!({ "group_id": group_id, "application_id": application_id }),
+                &[("migration", migration)],
+            );
+            print(json_out, &client.call("group_upgrade", params).await?, op);
+        }
+        GroupCmd::UpgradeStatus { group_id } => {
+            let r = client.call("group_upgrade_status", json!({ "group_id": group_id })).await?;
+            print(json_out, &r, |r| {
+                let n = |k: &str| r.get(k).cloned().unwrap_or(Value::Null);
+                match field(r, "status") {
+                    "in_progress" => format!(
+                        "in progress: {} of {} contexts migrated, {} failed",
+                        n("completed"),
+                        n("total"),
+                        n("failed")
+                    ),
+                    "completed" => format!("completed at {}", n("completed_at")),
+                    other => other.to_string(),
+                }
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Polls `context_status` until a peer is in sync with no deltas pending, showing progress on
+/// standard error (or nothing under --json); prints the final status.
+async fn wait_in_sync(client: &Client, context_id: &str, timeout: Duration, json_out: bool) -> Result<(), CliError> {
+    let deadline = std::time::Instant::now() + timeout;
+    let interactive = !json_out && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    loop {
+        let r = client.call("context_status", json!({ "context_id": context_id })).await?;
+        let in_sync = r.get("peers_in_sync").and_then(Value::as_array).is_some_and(|p| !p.is_empty());
+        let pending = r.get("pending_count").and_then(Value::as_u64).unwrap_or(0);
+        let applied = r.get("delta_count").and_then(Value::as_u64).unwrap_or(0);
+        if interactive {
+            eprint!("\rsyncing: {applied} deltas applied, {pending} pending   ");
+        }
+        if in_sync && pending == 0 {
+            if interactive {
+                eprintln!();
+            }
+            print(json_out, &r, |r| {
+                format!("in sync with {} at root {}", strings(r, "peers_in_sync"), field(r, "root_hash"))
+            });
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            if interactive {
+                eprintln!();
+            }
+            return Err(CliError::Transport(format!(
+                "no peer reported the same heads and root within {}s ({applied} deltas applied, {pending} pending)",
+                timeout.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// The strings of the array at `k`, space-separated.

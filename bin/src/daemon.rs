@@ -4,13 +4,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use weft_node::config::Multiaddr;
 use weft_node::metrics::NodeMetrics;
 use weft_node::rpc::{self, RpcOptions};
 use weft_node::service::{peer_id_of, NodeService, ServiceError};
 use weft_node::stats::BackendStats;
 use weft_primitives::ContextId;
-use weft_store::schema::Column;
-use weft_store::{RocksBackend, Store, StoreError};
+use weft_store::schema::{Column, ContextIdentity, NamespaceIdentity};
+use weft_store::{Prefix, Read, RocksBackend, Store, StoreError};
 
 use crate::home::{write_secret, Home, HomeError, InitOptions};
 
@@ -91,20 +92,28 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
         println!("  JSON-RPC     http://{addr}/  ws://{addr}/ws");
         println!("  probes       http://{addr}/health  http://{addr}/ready  http://{addr}/metrics");
         println!("  rpc address  written to {}", home.rpc_addr_path().display());
-        println!("  p2p listen   {} (networking is not built yet)", join(&config.p2p.listen));
-
         let started = Instant::now();
         let store_home = home.clone();
         let rocks = config.rocks();
         let store = tokio::task::spawn_blocking(move || open_store(&store_home, &rocks)).await.map_err(other)??;
-        let service = Arc::new(NodeService::new(store, key, config.limits.clone(), config.engine(), metrics)?);
+        let service = Arc::new(
+            NodeService::new(store, key, config.limits.clone(), config.engine(), metrics)?
+                .with_join_timeout(std::time::Duration::from_millis(config.sync.join_timeout_ms)),
+        );
+        service.start_network(config.net()).await?;
+        let listening = wait_for_listen_addrs(&service).await?;
+        println!("  p2p          {}", join(&listening));
+        if !config.p2p.bootstrap.is_empty() {
+            println!("  bootstrap    {}", join(&config.p2p.bootstrap));
+        }
         server.set_ready(service.clone());
-        tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "store open; ready");
+        tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "store open, network listening; ready");
         println!("ready");
 
         shutdown_signal().await?;
         tracing::info!("shutting down: refusing new calls, finishing in-flight ones");
         server.stop().await;
+        service.stop_network().await;
         Ok::<_, DaemonError>(service)
     })?;
     // Dropping the runtime ends every task still holding the service (subscriptions, the
@@ -131,7 +140,24 @@ fn close(service: Arc<NodeService<RocksBackend>>) {
     }
 }
 
-fn join(addrs: &[weft_node::config::Multiaddr]) -> String {
+/// Waits (up to ten seconds) until the swarm has bound its listen addresses; returns them with
+/// the peer id appended, as peers dial them.
+async fn wait_for_listen_addrs(service: &Arc<NodeService<RocksBackend>>) -> Result<Vec<Multiaddr>, DaemonError> {
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let probe = service.clone();
+        let addrs = tokio::task::spawn_blocking(move || probe.dial_addrs()).await.map_err(other)??;
+        if !addrs.is_empty() {
+            return Ok(addrs);
+        }
+        if Instant::now() > deadline {
+            return Err(DaemonError::Other("the network did not bind any p2p listen address within 10 s".into()));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+fn join(addrs: &[Multiaddr]) -> String {
     addrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
 }
 
@@ -155,8 +181,8 @@ async fn shutdown_signal() -> Result<(), DaemonError> {
 }
 
 /// `weftd backup DEST`: a RocksDB checkpoint of a stopped node's store (hard links where the
-/// file system allows) in `DEST/data`, with config.toml; the node key and admin token only
-/// with `include_secrets`.
+/// file system allows) in `DEST/data`, with config.toml; the node key, the admin token and
+/// the node's keys in its namespaces (rows in the store) only with `include_secrets`.
 pub fn backup(home: &Home, dest: &Path, include_secrets: bool) -> Result<(), DaemonError> {
     let _lock = home.lock().map_err(|e| match e {
         HomeError::Locked { .. } => DaemonError::Other(format!("{e}\n(backups are taken from a stopped node)")),
@@ -182,6 +208,9 @@ pub fn backup(home: &Home, dest: &Path, include_secrets: bool) -> Result<(), Dae
     checkpoint.create_checkpoint(dest.join("data")).map_err(other)?;
     std::fs::copy(home.config_path(), dest.join("config.toml")).map_err(other)?;
     let mut copied = vec!["data/", "config.toml"];
+    if !include_secrets {
+        scrub_secrets(&dest.join("data"), &config.rocks())?;
+    }
     if include_secrets {
         for (from, name) in [(home.key_path(), "node-key"), (home.token_path(), "admin-token")] {
             let text = std::fs::read_to_string(&from).map_err(other)?;
@@ -191,7 +220,34 @@ pub fn backup(home: &Home, dest: &Path, include_secrets: bool) -> Result<(), Dae
     }
     println!("backup of {} written to {}: {}", home.root().display(), dest.display(), copied.join(", "));
     if !include_secrets {
-        println!("the node key and admin token were left out (pass --include-secrets to copy them)");
+        println!(
+            "the node key, the admin token and this node's namespace keys were left out \
+             (pass --include-secrets to copy them)"
+        );
+    }
+    Ok(())
+}
+
+/// Deletes the node's private keys from a store copy — its identities in namespaces (0x37)
+/// and contexts (the Identity column) — and compacts those columns so the bytes are gone from
+/// the copy's files, not just hidden by tombstones.
+fn scrub_secrets(data: &Path, rocks: &weft_store::RocksConfig) -> Result<(), DaemonError> {
+    let store_err = |source| DaemonError::Store { path: data.to_path_buf(), source };
+    let backend = RocksBackend::open::<Column>(data, rocks).map_err(store_err)?;
+    let store: Store<RocksBackend, Column> = Store::open(backend).map_err(store_err)?;
+    let namespaces = store.scan(Prefix::<NamespaceIdentity>::family()).collect_all().map_err(store_err)?;
+    let contexts = store.scan(Prefix::<ContextIdentity>::family()).collect_all().map_err(store_err)?;
+    let mut batch = store.batch();
+    for (key, _) in &namespaces {
+        batch.delete(key);
+    }
+    for (key, _) in &contexts {
+        batch.delete(key);
+    }
+    store.write(batch).map_err(store_err)?;
+    store.flush().map_err(store_err)?;
+    for column in [Column::Group, Column::Identity] {
+        store.compact(column).map_err(store_err)?;
     }
     Ok(())
 }

@@ -23,10 +23,8 @@ fn bad_requests_are_typed_errors_and_the_node_keeps_serving() {
     let unknown_ctx = "cd".repeat(32);
     let big = "x".repeat((1 << 20) + 1);
     let cases: Vec<(&str, Value, i64, &str)> = vec![
-        // Unknown methods, including those that wait for governance and networking.
+        // Unknown methods.
         ("no_such_method", json!({}), -32601, ""),
-        ("group_create", json!({ "parent_id": unknown_ctx }), -32601, ""),
-        ("node_peers", json!({}), -32601, ""),
         // Wrong shapes and types.
         ("state_put", json!([ctx, "k", "v"]), -32602, "object"),
         ("state_put", json!({ "context_id": ctx, "key": 5, "value": "v" }), -32602, "key"),
@@ -36,7 +34,22 @@ fn bad_requests_are_typed_errors_and_the_node_keeps_serving() {
         ("state_put", json!({ "context_id": ctx, "key": "k", "value": "v", "colour": 1 }), -32602, "colour"),
         ("state_batch", json!({ "context_id": ctx, "actions": [{ "op": "merge", "key": "k" }] }), -32602, "merge"),
         ("state_batch", json!({ "context_id": ctx, "actions": [] }), -32602, "actions"),
-        ("context_create", json!({ "group_id": unknown_ctx }), -32602, "group_id"),
+        ("context_create", json!({ "group_id": "g" }), -32602, "group_id"),
+        (
+            "group_add_member",
+            json!({ "group_id": unknown_ctx, "identity": unknown_ctx, "role": "owner" }),
+            -32602,
+            "role",
+        ),
+        ("alias_set", json!({ "scope": "planet", "id": unknown_ctx, "alias": "x" }), -32602, "scope"),
+        ("node_dial", json!({ "addr": "127.0.0.1:7428" }), -32602, "multiaddr"),
+        ("context_join", json!({ "invitation": "not an invitation" }), -32602, "invalid invitation"),
+        (
+            "context_invite",
+            json!({ "context_id": ctx, "invitee": unknown_ctx, "expires_in_s": 0 }),
+            -32602,
+            "expires_in_s",
+        ),
         // Invalid hex ids.
         ("context_status", json!({ "context_id": "xyz" }), -32602, "context_id"),
         ("delta_get", json!({ "context_id": ctx, "delta_id": "00" }), -32602, "delta_id"),
@@ -57,6 +70,11 @@ fn bad_requests_are_typed_errors_and_the_node_keeps_serving() {
         ("delta_get", json!({ "context_id": ctx, "delta_id": unknown_ctx }), -32001, "unknown delta"),
         ("blob_get", json!({ "blob_id": unknown_ctx }), -32001, "unknown blob"),
         ("context_create", json!({ "application_id": unknown_ctx }), -32001, "unknown application"),
+        ("context_create", json!({ "group_id": unknown_ctx }), -32001, "unknown group"),
+        ("group_info", json!({ "group_id": unknown_ctx }), -32001, "unknown group"),
+        ("group_create", json!({ "parent_id": unknown_ctx }), -32001, "unknown group"),
+        ("context_invite", json!({ "context_id": unknown_ctx, "invitee": unknown_ctx }), -32001, "unknown context"),
+        ("alias_resolve", json!({ "scope": "context", "alias": "nobody" }), -32001, "unknown alias"),
     ];
     for (method, params, expected, mention) in cases {
         let error = node.err(method, params.clone());

@@ -29,14 +29,20 @@ fn state_round_trips_through_rpc_and_cli_with_one_root() {
     assert_eq!(info["identity"].as_str().unwrap().len(), 64);
     assert!(info["peer_id"].as_str().unwrap().starts_with("12D3KooW"), "{info}");
     assert_eq!(info["rpc_addr"], node.addr.to_string());
-    assert_eq!(info["listen_addrs"], json!([]));
+    // The p2p listener is bound (port 0 picked a port) and names the node's peer id.
+    let p2p = info["listen_addrs"][0].as_str().unwrap();
+    assert!(p2p.starts_with("/ip4/127.0.0.1/tcp/") && !p2p.contains("/tcp/0/"), "{info}");
+    assert!(p2p.ends_with(&format!("/p2p/{}", info["peer_id"].as_str().unwrap())), "{info}");
 
-    // Create through the CLI, write through both.
-    let ctx = stdout_ok(&node.weft(&["context", "create"]));
+    // Create through the CLI (in a new namespace whose admin is this node, under the identity
+    // printed), write through both.
+    let created = node.weft_json(&["context", "create"]);
+    let ctx = created["context_id"].as_str().unwrap().to_string();
     assert_eq!(ctx.len(), 64);
-    let created = node.ok("context_status", json!({ "context_id": ctx }));
-    assert_eq!(created["members"], json!([info["identity"]]));
-    assert_eq!(created["delta_count"], 0);
+    let status = node.ok("context_status", json!({ "context_id": ctx }));
+    assert_eq!(status["members"], json!([created["identity"]]));
+    assert_eq!(status["group_id"], created["group_id"]);
+    assert_eq!(status["delta_count"], 0);
 
     let put = node.weft_json(&["state", "put", &ctx, "fruit/apple", "red"]);
     assert_eq!(put["delta_id"].as_str().unwrap().len(), 64);
@@ -98,7 +104,7 @@ fn state_round_trips_through_rpc_and_cli_with_one_root() {
     // The delta as stored.
     let delta = node.weft_json(&["delta", "get", &ctx, batch["delta_id"].as_str().unwrap()]);
     assert_eq!(delta["applied"], true);
-    assert_eq!(delta["author"], info["identity"]);
+    assert_eq!(delta["author"], created["identity"], "signed with this node's key in the namespace");
     assert_eq!(delta["expected_root_hash"], batch["root_hash"]);
     assert_eq!(
         delta["actions"],
@@ -154,6 +160,13 @@ fn state_round_trips_through_rpc_and_cli_with_one_root() {
     stdout_ok(&Command::new(WEFTD).args(["backup", "--home"]).arg(&home).arg(&plain).output().unwrap());
     assert!(plain.join("data").is_dir() && plain.join("config.toml").is_file());
     assert!(!plain.join("node-key").exists() && !plain.join("admin-token").exists());
+    // The copy without secrets holds the data but not this node's key in the namespace: run
+    // on it (as a new node), it reads the context and cannot write to it.
+    let keyless = Node::start(&plain);
+    assert_eq!(keyless.ok("context_status", json!({ "context_id": ctx }))["root_hash"], after["root_hash"]);
+    let refused = keyless.err("state_put", json!({ "context_id": ctx, "key": "k", "value": "v" }));
+    assert_eq!(refused["code"], -32002, "{refused}");
+    keyless.stop();
     let full = dir.path().join("backup-full");
     stdout_ok(
         &Command::new(WEFTD).args(["backup", "--include-secrets", "--home"]).arg(&home).arg(&full).output().unwrap(),

@@ -49,11 +49,12 @@ enum Command {
     /// same home.
     Run,
     /// Copy a stopped node's store (a RocksDB checkpoint) and config.toml into DEST. The node
-    /// key and admin token are left out unless --include-secrets.
+    /// key, the admin token and the node's keys in its namespaces are left out unless
+    /// --include-secrets (without them, the copy holds the data but cannot write as this node).
     Backup {
         /// An empty or new directory.
         dest: PathBuf,
-        /// Also copy the node key and admin token.
+        /// Also copy the node key, the admin token and the namespace keys.
         #[arg(long)]
         include_secrets: bool,
     },

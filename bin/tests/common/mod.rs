@@ -16,11 +16,33 @@ use serde_json::{json, Value};
 pub const WEFTD: &str = env!("CARGO_BIN_EXE_weftd");
 pub const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 
-/// Runs `weftd init --home <home> --rpc-listen 127.0.0.1:0`.
+/// Runs `weftd init --home <home> --rpc-listen 127.0.0.1:0 --p2p-listen /ip4/127.0.0.1/tcp/0`.
 pub fn init(home: &Path) {
-    let out =
-        Command::new(WEFTD).args(["init", "--home"]).arg(home).args(["--rpc-listen", "127.0.0.1:0"]).output().unwrap();
+    init_with(home, &[]);
+}
+
+/// [`init`] with `--bootstrap` for each of `bootstrap`.
+pub fn init_with(home: &Path, bootstrap: &[&str]) {
+    let mut command = Command::new(WEFTD);
+    command.args(["init", "--home"]).arg(home).args(["--rpc-listen", "127.0.0.1:0"]);
+    command.args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"]);
+    for peer in bootstrap {
+        command.args(["--bootstrap", peer]);
+    }
+    let out = command.output().unwrap();
     assert!(out.status.success(), "weftd init failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `within` with `what`.
+pub fn eventually<T>(within: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(t) = check() {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// A running weftd.
@@ -123,6 +145,12 @@ impl Node {
         let response = self.call(method, params);
         assert!(response.get("result").is_none(), "{method} should have failed: {response}");
         response["error"].clone()
+    }
+
+    /// The first address this node's network listens on (with its peer id).
+    pub fn p2p_addr(&self) -> String {
+        let info = self.ok("node_info", json!({}));
+        info["listen_addrs"][0].as_str().expect("the node listens on a p2p address").to_string()
     }
 
     /// Runs the weft CLI against this node's home.

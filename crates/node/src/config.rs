@@ -9,8 +9,7 @@
 //! the memory budget) as [`ConfigError::Invalid`] with the dotted key.
 //!
 //! The sections map onto the node's parts: `[rpc]` the JSON-RPC server,
-//! `[p2p]` and `[sync]` the network (stored and shown now; used once networking
-//! lands, issue 5), `[storage]` RocksDB ([`RocksConfig`]), `[limits]` the state
+//! `[p2p]` and `[sync]` the network ([`NetConfig`]), `[storage]` RocksDB ([`RocksConfig`]), `[limits]` the state
 //! engine ([`EngineConfig`], [`DeltaLimits`]) and the blob store.
 
 use std::fmt::Write as _;
@@ -23,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use weft_store::{Durability, RocksConfig};
 
 use crate::context::{DeltaLimits, EngineConfig};
+use crate::net::NetConfig;
 
 /// The default RPC listen address: loopback only.
 pub const DEFAULT_RPC_LISTEN: &str = "127.0.0.1:7528";
@@ -166,7 +166,7 @@ impl Default for StorageConfig {
     }
 }
 
-/// `[sync]` (used once networking lands, issue 5).
+/// `[sync]`
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SyncConfig {
@@ -176,11 +176,13 @@ pub struct SyncConfig {
     pub catch_up_batch: u32,
     /// Most sync sessions running at once.
     pub max_sessions: u32,
+    /// How long `context_join` waits for the inviter's governance ops, in milliseconds.
+    pub join_timeout_ms: u64,
 }
 
 impl Default for SyncConfig {
     fn default() -> Self {
-        SyncConfig { anti_entropy_interval_ms: 5000, catch_up_batch: 1024, max_sessions: 8 }
+        SyncConfig { anti_entropy_interval_ms: 5000, catch_up_batch: 1024, max_sessions: 8, join_timeout_ms: 30_000 }
     }
 }
 
@@ -241,7 +243,7 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 13] = [
+        let positive: [(&'static str, u64); 14] = [
             ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
             ("rpc.max_connections", u64::from(self.rpc.max_connections)),
             ("storage.memory_budget_mb", self.storage.memory_budget_mb),
@@ -250,6 +252,7 @@ impl NodeConfig {
             ("sync.anti_entropy_interval_ms", self.sync.anti_entropy_interval_ms),
             ("sync.catch_up_batch", u64::from(self.sync.catch_up_batch)),
             ("sync.max_sessions", u64::from(self.sync.max_sessions)),
+            ("sync.join_timeout_ms", self.sync.join_timeout_ms),
             ("limits.max_actions", u64::from(self.limits.max_actions)),
             ("limits.max_parents", u64::from(self.limits.max_parents)),
             ("limits.max_key_bytes", u64::from(self.limits.max_key_bytes)),
@@ -338,6 +341,17 @@ impl NodeConfig {
         }
     }
 
+    /// Network settings.
+    pub fn net(&self) -> NetConfig {
+        NetConfig {
+            listen: self.p2p.listen.clone(),
+            bootstrap: self.p2p.bootstrap.clone(),
+            anti_entropy_interval: Duration::from_millis(self.sync.anti_entropy_interval_ms),
+            sync_batch: self.sync.catch_up_batch,
+            ..NetConfig::default()
+        }
+    }
+
     /// The file `weftd init` writes: every key with its value and a comment saying what it
     /// does. Parsing it gives back `self`.
     pub fn render(&self) -> String {
@@ -367,9 +381,11 @@ max_request_bytes = {max_request_bytes}
 max_connections = {max_connections}
 
 [p2p]
-# Multiaddrs to listen on for peers (used once networking lands). Default ["{p2p_default}"].
+# Multiaddrs to listen on for peers (port 0 picks a free port; `weft node info`
+# shows the addresses bound). Default ["{p2p_default}"].
 listen = {p2p_listen}
-# Peers to dial at start-up, as multiaddrs ending in /p2p/<peer id>. Default [].
+# Peers to dial at start-up (and redial while no peer is connected), as multiaddrs,
+# optionally ending in /p2p/<peer id>. Default [].
 bootstrap = {bootstrap}
 
 [storage]
@@ -388,13 +404,17 @@ wal_sync_interval_ms = {wal_sync_interval_ms}
 background_jobs = {background_jobs}
 
 [sync]
-# (Used once networking lands.) How often to compare heads and roots with peers,
-# in milliseconds. Default 5000.
+# How often to compare each context's heads and root with each peer's and catch
+# up where behind, in milliseconds. Default 5000.
 anti_entropy_interval_ms = {anti_entropy_interval_ms}
 # Deltas per message when a peer catches up. Default 1024.
 catch_up_batch = {catch_up_batch}
-# Most sync sessions at once. Default 8.
+# Most sync sessions at once (not enforced yet: the network runs one catch-up
+# session per peer and context). Default 8.
 max_sessions = {max_sessions}
+# How long joining a context by invitation waits for the inviter's governance ops
+# to make this node a member, in milliseconds. Default 30000.
+join_timeout_ms = {join_timeout_ms}
 
 [limits]
 # Sizes every node must enforce identically: a delta one node accepts and another
@@ -428,6 +448,7 @@ max_blob_bytes = {max_blob_bytes}
             anti_entropy_interval_ms = self.sync.anti_entropy_interval_ms,
             catch_up_batch = self.sync.catch_up_batch,
             max_sessions = self.sync.max_sessions,
+            join_timeout_ms = self.sync.join_timeout_ms,
             max_actions = self.limits.max_actions,
             max_parents = self.limits.max_parents,
             max_key_bytes = self.limits.max_key_bytes,

@@ -1,8 +1,9 @@
 //! The node's Prometheus metrics, served as text at `/metrics`.
 //!
-//! Counters are bumped where things happen (the service for deltas and
-//! divergences, the RPC layer for calls); storage gauges are read from RocksDB's
-//! properties ([`StoreStats`]) at scrape time, so they cost nothing between scrapes.
+//! Counters are bumped where things happen (the service for deltas, divergences
+//! and governance ops, the RPC layer for calls); the network's counters
+//! ([`NetStats`]) and the storage gauges (RocksDB's properties, [`StoreStats`]) are
+//! read at scrape time, so they cost nothing between scrapes.
 
 use std::sync::Mutex;
 
@@ -12,6 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::net::NetStats;
 use crate::stats::StoreStats;
 
 /// Where a delta came from: written through this node's API, or received from a peer.
@@ -37,6 +39,16 @@ pub struct NodeMetrics {
     deltas_applied: Family<[(&'static str, &'static str); 1], Counter>,
     deltas_rejected: Family<[(&'static str, &'static str); 1], Counter>,
     divergences: Counter,
+    peer_divergences: Counter,
+    governance_ops: Family<[(&'static str, &'static str); 1], Counter>,
+    gossip_accepted: Counter,
+    gossip_rejected: Counter,
+    sync_sessions: Counter,
+    synced_deltas: Counter,
+    sync_requests_served: Counter,
+    ops_rejected: Counter,
+    deferred_deltas: Counter,
+    event_queue_depth: Gauge,
     rpc_calls: Family<[(&'static str, String); 2], Counter>,
     event_subscribers: Gauge,
     events_dropped: Counter,
@@ -69,6 +81,16 @@ impl NodeMetrics {
             deltas_applied: Family::default(),
             deltas_rejected: Family::default(),
             divergences: Counter::default(),
+            peer_divergences: Counter::default(),
+            governance_ops: Family::default(),
+            gossip_accepted: Counter::default(),
+            gossip_rejected: Counter::default(),
+            sync_sessions: Counter::default(),
+            synced_deltas: Counter::default(),
+            sync_requests_served: Counter::default(),
+            ops_rejected: Counter::default(),
+            deferred_deltas: Counter::default(),
+            event_queue_depth: Gauge::default(),
             rpc_calls: Family::default(),
             event_subscribers: Gauge::default(),
             events_dropped: Counter::default(),
@@ -90,6 +112,28 @@ impl NodeMetrics {
             "divergences",
             "Root mismatches seen when applying a delta on its parents",
             m.divergences.clone(),
+        );
+        registry.register(
+            "peer_divergences",
+            "Peers found with the same heads as this node and a different root",
+            m.peer_divergences.clone(),
+        );
+        registry.register("governance_ops", "Governance ops logged, by source", m.governance_ops.clone());
+        registry.register("gossip_accepted", "Deltas received by gossip and accepted", m.gossip_accepted.clone());
+        registry.register("gossip_rejected", "Gossip and synced deltas rejected as invalid", m.gossip_rejected.clone());
+        registry.register("sync_sessions", "Catch-up sessions started with peers", m.sync_sessions.clone());
+        registry.register("synced_deltas", "Deltas applied from catch-up responses", m.synced_deltas.clone());
+        registry.register("sync_requests_served", "Sync requests served to peers", m.sync_requests_served.clone());
+        registry.register("governance_ops_rejected", "Governance ops from peers refused", m.ops_rejected.clone());
+        registry.register(
+            "deferred_deltas",
+            "Deltas from peers deferred until the governance ops they cite arrive",
+            m.deferred_deltas.clone(),
+        );
+        registry.register(
+            "event_queue_depth",
+            "Context events queued for the slowest subscriber",
+            m.event_queue_depth.clone(),
         );
         registry.register("rpc_calls", "JSON-RPC calls by method and outcome", m.rpc_calls.clone());
         registry.register("event_subscribers", "Open context event subscriptions", m.event_subscribers.clone());
@@ -144,6 +188,39 @@ impl NodeMetrics {
     /// Counts a divergence.
     pub fn divergence(&self) {
         self.divergences.inc();
+    }
+
+    /// Counts a peer found diverged (equal heads, different roots).
+    pub fn peer_divergence(&self) {
+        self.peer_divergences.inc();
+    }
+
+    /// Counts governance ops logged (signed here, or received from peers).
+    pub fn governance_ops(&self, source: Source, n: u64) {
+        self.governance_ops.get_or_create(&source.label()).inc_by(n);
+    }
+
+    /// Sets the depth of the context event queue.
+    pub fn event_queue_depth(&self, depth: usize) {
+        self.event_queue_depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// Brings the network counters up to `stats` (call before [`NodeMetrics::render`]).
+    pub fn observe_network(&self, stats: &NetStats) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let _scrape = self.scrape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (counter, value) in [
+            (&self.gossip_accepted, &stats.gossip_accepted),
+            (&self.gossip_rejected, &stats.gossip_rejected),
+            (&self.sync_sessions, &stats.sync_sessions),
+            (&self.synced_deltas, &stats.synced_deltas),
+            (&self.sync_requests_served, &stats.requests_served),
+            (&self.ops_rejected, &stats.ops_rejected),
+            (&self.deferred_deltas, &stats.deferred_deltas),
+        ] {
+            // Only this method moves these counters, under the scrape lock: add the difference.
+            counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
+        }
     }
 
     /// Counts an RPC call.
@@ -204,7 +281,14 @@ mod tests {
         m.delta_applied(Source::Local);
         m.delta_rejected(Source::Remote);
         m.divergence();
+        m.peer_divergence();
+        m.governance_ops(Source::Local, 3);
         m.rpc_call("state_put", true);
+        let net = NetStats::default();
+        net.sync_sessions.store(4, std::sync::atomic::Ordering::Relaxed);
+        m.observe_network(&net);
+        net.sync_sessions.store(6, std::sync::atomic::Ordering::Relaxed);
+        m.observe_network(&net);
         let stats = StoreStats {
             columns: vec![ColumnStats { name: "state", estimate_keys: 42, ..ColumnStats::default() }],
             block_cache_usage: 7,
@@ -215,6 +299,9 @@ mod tests {
             "weft_deltas_applied_total{source=\"local\"} 2",
             "weft_deltas_rejected_total{source=\"remote\"} 1",
             "weft_divergences_total 1",
+            "weft_peer_divergences_total 1",
+            "weft_governance_ops_total{source=\"local\"} 3",
+            "weft_sync_sessions_total 6",
             "weft_rpc_calls_total{method=\"state_put\",outcome=\"ok\"} 1",
             "weft_rocksdb_estimate_keys{cf=\"state\"} 42",
             "weft_rocksdb_block_cache_usage_bytes 7",

@@ -1,31 +1,59 @@
 //! The node service: what the daemon runs and the RPC API calls into.
 //!
-//! [`NodeService`] owns the state engine, the node's key and a broadcast channel
-//! of [`ContextEvent`]s. It adds to the engine what a node needs around it —
-//! blobs, applications, listing contexts, paged scans, metrics and events —
-//! without touching the engine's apply path: events are sent after the engine
+//! [`NodeService`] owns the state engine and governance over one store, the
+//! node's key, the network once it runs, and one broadcast channel of
+//! [`ContextEvent`]s that every subscriber reads: local writes, deltas applied
+//! from peers, divergences, membership changes and sync progress all go through
+//! it. It adds to the engine what a node needs around it — blobs, applications,
+//! listing contexts, paged scans, metrics and events — without touching the
+//! engine's apply path: events are sent after the engine (or the network task)
 //! returns, from what it returned.
 //!
-//! Until governance (issue 4) lands, every context is *single-owner*: created by
-//! this node, with this node's identity (the public half of its node key) as its
-//! only member, and every local write signed with the node key. Contexts will
-//! join namespaces and groups once those exist.
+//! **Identities.** A context lives in a group of a namespace (governance). A
+//! context created here without a group gets a new namespace, in which this node
+//! is the admin under a fresh key governance generates for it (row 0x37); a node
+//! that joins a namespace by invitation is a member under its node key (the
+//! `identity` of `node_info`), which the join records as its key there. Either
+//! way, [`NodeService::member_key`] is the key this node signs the namespace's
+//! ops and its contexts' deltas with, and every local delta cites the
+//! namespace's governance position, so peers authorize it against the same ops.
+//! Contexts created before governance was wired into the service have no group:
+//! they stay single-owner, signed with the node key, and are not shared.
+//!
+//! The rest is split by concern: `groups` (namespaces, groups, members, aliases),
+//! [`invitation`] (the invitation format, `context_invite`, `context_join`) and
+//! `network` (starting the swarm, turning its events into context events, peers,
+//! dialing). Methods that talk to the network block the calling thread briefly
+//! (they hand a command to the network task and wait for its answer;
+//! `context_join` waits for governance and catch-up): call them from a blocking
+//! thread, as the RPC server does.
 
-use std::sync::Arc;
+mod groups;
+pub mod invitation;
+mod network;
+
+use std::sync::{Arc, OnceLock};
 
 use borsh::BorshSerialize;
 use tokio::sync::broadcast;
 use weft_primitives::{
-    Action, ApplicationId, ApplicationMeta, BlobId, BlobMeta, ContextDagDeltaValue, ContextId, DeltaId, Hash,
-    PublicKey, SecretKey,
+    Action, ApplicationId, ApplicationMeta, BlobId, BlobMeta, ContextDagDeltaValue, ContextId, DeltaId, GroupId, Hash,
+    NamespaceId, OpBody, PublicKey, SecretKey, UpgradePolicy,
 };
-use weft_store::schema::{ApplicationKey, BlobKey, Column, ContextMeta, ContextState, ContextStatus};
+use weft_store::schema::{
+    ApplicationKey, BlobKey, Column, ContextMeta, ContextState, ContextStatus, GroupContextAlias, NamespaceIdentity,
+};
 use weft_store::{Backend, Prefix, PrefixBy, RawTail, Read, Store, StoreError};
 
 use crate::config::LimitsConfig;
 use crate::context::engine::Entry;
 use crate::context::{ApplyOutcome, Authorizer, ContextEngine, ContextView, EngineConfig, EngineError, InvalidDelta};
+use crate::governance::{Governance, GovernanceConfig, GovernanceError, Rejection};
 use crate::metrics::{NodeMetrics, Source};
+use crate::net::Network;
+
+pub use groups::{AliasScope, GroupInfo};
+pub use invitation::{Invitation, InvitationBody, InvitationError, JoinOutcome};
 
 /// How many events the broadcast channel holds for its slowest subscriber; a subscriber that
 /// falls further behind misses events and is told how many.
@@ -62,13 +90,54 @@ pub enum ContextEvent {
         /// The root this node computed.
         actual_root_hash: Hash,
     },
+    /// A peer reported the same heads as this node with a different root.
+    PeerDiverged {
+        /// The context.
+        context_id: ContextId,
+        /// The peer.
+        peer: libp2p::PeerId,
+        /// This node's root at the time.
+        root_hash: Hash,
+    },
+    /// The membership of the context's group changed (an op logged here).
+    MemberChanged {
+        /// The context.
+        context_id: ContextId,
+        /// Its group.
+        group_id: GroupId,
+        /// The member concerned.
+        identity: PublicKey,
+        /// What happened: `added`, `removed`, `left`, `role_set` or `capabilities_set`.
+        change: &'static str,
+    },
+    /// A peer has the same heads and root as this node (sync progress).
+    PeerInSync {
+        /// The context.
+        context_id: ContextId,
+        /// The peer.
+        peer: libp2p::PeerId,
+    },
+    /// A peer sent a delta this node refused (sync progress).
+    Rejected {
+        /// The context.
+        context_id: ContextId,
+        /// The peer.
+        peer: libp2p::PeerId,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl ContextEvent {
     /// The context the event is about.
     pub fn context_id(&self) -> &ContextId {
         match self {
-            ContextEvent::DeltaApplied { context_id, .. } | ContextEvent::Diverged { context_id, .. } => context_id,
+            ContextEvent::DeltaApplied { context_id, .. }
+            | ContextEvent::Diverged { context_id, .. }
+            | ContextEvent::PeerDiverged { context_id, .. }
+            | ContextEvent::MemberChanged { context_id, .. }
+            | ContextEvent::PeerInSync { context_id, .. }
+            | ContextEvent::Rejected { context_id, .. } => context_id,
         }
     }
 }
@@ -78,7 +147,7 @@ impl ContextEvent {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServiceError {
-    /// A context, blob, application or delta does not exist on this node.
+    /// A context, blob, application, delta, group, member or alias does not exist on this node.
     #[error("unknown {what} {id}")]
     NotFound {
         /// What kind of thing.
@@ -106,6 +175,13 @@ pub enum ServiceError {
     /// The author may not write to the context.
     #[error("{0} may not write to this context")]
     Unauthorized(PublicKey),
+    /// This node (or the identity named) is not a member of the namespace or group.
+    #[error("not a member: {0}")]
+    NotMember(String),
+    /// Governance refuses the operation: a role or capability is missing, or it would
+    /// break a rule (the last admin leaving, a frozen application).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     /// The thing to create already exists.
     #[error("{what} {id} already exists")]
     Conflict {
@@ -114,9 +190,20 @@ pub enum ServiceError {
         /// Its id.
         id: String,
     },
+    /// An invitation cannot be used.
+    #[error(transparent)]
+    Invitation(#[from] InvitationError),
     /// The node cannot take this now (a full pending set); retry later.
     #[error("busy: {0}")]
     Busy(String),
+    /// The network is not running, or the peers needed cannot be reached; retry later.
+    #[error("{message}")]
+    Unavailable {
+        /// A machine-readable reason: `network_not_running` or `unreachable`.
+        reason: &'static str,
+        /// What happened.
+        message: String,
+    },
     /// The node failed (storage error, inconsistent rows).
     #[error("internal error: {0}")]
     Internal(String),
@@ -143,13 +230,71 @@ impl From<StoreError> for ServiceError {
     }
 }
 
+impl From<GovernanceError> for ServiceError {
+    fn from(e: GovernanceError) -> Self {
+        match e {
+            GovernanceError::Rejected(r) => r.into(),
+            GovernanceError::UnknownNamespace(id) => ServiceError::NotFound { what: "namespace", id: id.to_hex() },
+            GovernanceError::UnknownGroup(id) => ServiceError::NotFound { what: "group", id: id.to_hex() },
+            GovernanceError::NoIdentity(id) => {
+                ServiceError::NotMember(format!("this node holds no identity in namespace {id}"))
+            }
+            GovernanceError::PendingFull { limit } => {
+                ServiceError::Busy(format!("the namespace's pending buffer is full ({limit} ops)"))
+            }
+            // An op this node builds is malformed only if its input is (an alias too long).
+            GovernanceError::Invalid(invalid) => ServiceError::BadInput(invalid.to_string()),
+            other => ServiceError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<Rejection> for ServiceError {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::NotMember(identity) => {
+                ServiceError::NotMember(format!("{identity} is not a member of the group"))
+            }
+            Rejection::UnknownGroup(id) | Rejection::GroupDeleted(id) => {
+                ServiceError::NotFound { what: "group", id: id.to_hex() }
+            }
+            Rejection::ContextNotRegistered(id) => ServiceError::NotFound { what: "context", id: id.to_hex() },
+            Rejection::AlreadyMember(identity) => ServiceError::Conflict { what: "member", id: identity.to_hex() },
+            Rejection::GroupExists(id) => ServiceError::Conflict { what: "group", id: id.to_hex() },
+            Rejection::ContextAlreadyRegistered { context_id, .. } => {
+                ServiceError::Conflict { what: "context", id: context_id.to_hex() }
+            }
+            Rejection::AliasTaken(alias) => ServiceError::Conflict { what: "alias", id: alias },
+            Rejection::InvalidCapabilities(bits) => {
+                ServiceError::BadInput(format!("capabilities: unknown bits {bits:#x}"))
+            }
+            other => ServiceError::Forbidden(other.to_string()),
+        }
+    }
+}
+
 /// One entry of [`NodeService::context_list`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ContextSummary {
     /// The context.
     pub context_id: ContextId,
+    /// The group it is registered in (`None` for a single-owner context).
+    pub group_id: Option<GroupId>,
     /// The application it runs, if any.
     pub application_id: Option<ApplicationId>,
+    /// Its alias in its group, if set.
+    pub alias: Option<String>,
+}
+
+/// What [`NodeService::context_create`] made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatedContext {
+    /// The new context.
+    pub context_id: ContextId,
+    /// The group it is registered in.
+    pub group_id: GroupId,
+    /// The key this node holds as a member of that group.
+    pub identity: PublicKey,
 }
 
 /// A page of state entries and the cursor to continue after, if more follow.
@@ -169,9 +314,11 @@ pub fn peer_id_of(identity: &PublicKey) -> Result<libp2p::identity::PeerId, Serv
     Ok(libp2p::identity::PublicKey::from(key).to_peer_id())
 }
 
-/// The node: state engine, node key, blobs, applications and context events.
+/// The node: state engine, governance, network, node key, blobs, applications and events.
 pub struct NodeService<B: Backend> {
-    engine: ContextEngine<B>,
+    engine: Arc<ContextEngine<B>>,
+    governance: Arc<Governance<B>>,
+    network: OnceLock<Network>,
     key: SecretKey,
     identity: PublicKey,
     peer_id: libp2p::identity::PeerId,
@@ -179,12 +326,14 @@ pub struct NodeService<B: Backend> {
     engine_config: EngineConfig,
     events: broadcast::Sender<ContextEvent>,
     metrics: Arc<NodeMetrics>,
+    join_timeout: std::time::Duration,
 }
 
 impl<B: Backend> NodeService<B> {
-    /// A service over `store`, signing with `key`.
+    /// A service over `store` (the engine and governance share it), signing with `key`. The
+    /// network is started separately ([`NodeService::start_network`]).
     pub fn new(
-        store: Store<B, Column>,
+        store: impl Into<Arc<Store<B, Column>>>,
         key: SecretKey,
         limits: LimitsConfig,
         engine_config: EngineConfig,
@@ -193,8 +342,12 @@ impl<B: Backend> NodeService<B> {
         let identity = key.public_key();
         let peer_id = peer_id_of(&identity)?;
         let (events, _) = broadcast::channel(EVENT_QUEUE);
+        let engine = Arc::new(ContextEngine::new(store, engine_config));
+        let governance = Arc::new(Governance::new(engine.shared_store().clone(), GovernanceConfig::default()));
         Ok(NodeService {
-            engine: ContextEngine::new(store, engine_config),
+            engine,
+            governance,
+            network: OnceLock::new(),
             key,
             identity,
             peer_id,
@@ -202,7 +355,15 @@ impl<B: Backend> NodeService<B> {
             engine_config,
             events,
             metrics,
+            join_timeout: invitation::JOIN_TIMEOUT,
         })
+    }
+
+    /// Sets how long `context_join` waits for the inviter's governance ops (default
+    /// [`invitation::JOIN_TIMEOUT`]).
+    pub fn with_join_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.join_timeout = timeout;
+        self
     }
 
     /// The node's identity: the public half of its node key.
@@ -218,6 +379,11 @@ impl<B: Backend> NodeService<B> {
     /// The state engine.
     pub fn engine(&self) -> &ContextEngine<B> {
         &self.engine
+    }
+
+    /// Governance, over the same store as the engine.
+    pub fn governance(&self) -> &Arc<Governance<B>> {
+        &self.governance
     }
 
     /// The store.
@@ -240,9 +406,49 @@ impl<B: Backend> NodeService<B> {
         self.events.subscribe()
     }
 
+    /// Events queued for the slowest subscriber.
+    pub fn event_queue_depth(&self) -> usize {
+        self.events.len()
+    }
+
     fn emit(&self, event: ContextEvent) {
         // No subscriber is not an error.
         let _ = self.events.send(event);
+    }
+
+    /// The key this node signs a namespace's ops and its contexts' deltas with.
+    pub fn member_key(&self, namespace_id: &NamespaceId) -> Result<SecretKey, ServiceError> {
+        Ok(self.governance.identity(namespace_id)?)
+    }
+
+    /// Records the node key as this node's identity in a namespace it joins (if it holds
+    /// none there yet).
+    fn adopt_namespace(&self, namespace_id: &NamespaceId) -> Result<(), ServiceError> {
+        let key = NamespaceIdentity { namespace_id: *namespace_id };
+        if self.store().contains(&key)? {
+            return Ok(());
+        }
+        let value = weft_primitives::NamespaceIdentityValue {
+            public_key: self.identity,
+            private_key: self.key.to_bytes(),
+            sender_key: *Hash::random().as_bytes(),
+        };
+        let mut batch = self.store().batch();
+        batch.require_absent(&key);
+        batch.put(&key, &value);
+        match self.store().write(batch) {
+            // Another call adopted it first: same outcome.
+            Err(StoreError::Conflict { .. }) => Ok(()),
+            other => Ok(other?),
+        }
+    }
+
+    /// The namespace and group a context is registered in, if it is governed.
+    pub fn governed(&self, context_id: &ContextId) -> Result<Option<(NamespaceId, GroupId)>, ServiceError> {
+        match self.governance.group_of_context(context_id)? {
+            Some(group_id) => Ok(Some((self.governance.namespace_of(&group_id)?, group_id))),
+            None => Ok(None),
+        }
     }
 
     /// Stores a blob; its id is the blake3 hash of its bytes, so storing it again is a no-op.
@@ -313,19 +519,63 @@ impl<B: Backend> NodeService<B> {
         Ok(rows.into_iter().map(|(_, meta)| meta).collect())
     }
 
-    /// Creates a single-owner context (its only member is this node's identity), running
-    /// `application` if given.
-    pub fn context_create(&self, application: Option<ApplicationId>) -> Result<ContextId, ServiceError> {
-        let meta = match application {
+    fn application(&self, application: Option<ApplicationId>) -> Result<ApplicationMeta, ServiceError> {
+        match application {
             Some(application_id) => self
                 .store()
                 .get(&ApplicationKey { application_id })?
-                .ok_or_else(|| ServiceError::NotFound { what: "application", id: application_id.to_hex() })?,
-            None => no_application(),
-        };
+                .ok_or_else(|| ServiceError::NotFound { what: "application", id: application_id.to_hex() }),
+            None => Ok(no_application()),
+        }
+    }
+
+    /// Creates a context running `application` (if given) and registers it, with `alias`, in
+    /// `group` — or, without a group, in a new namespace whose admin is this node. The
+    /// governance ops are published on the namespace's topic and the context's topic is
+    /// joined.
+    pub fn context_create(
+        &self,
+        group: Option<GroupId>,
+        application: Option<ApplicationId>,
+        alias: Option<&str>,
+    ) -> Result<CreatedContext, ServiceError> {
+        let meta = self.application(application)?;
         let context_id = ContextId::random();
+        let (namespace_id, group_id) = match group {
+            Some(group_id) => (self.governance.namespace_of(&group_id)?, group_id),
+            None => {
+                let namespace_id = self.new_namespace(meta.application_id)?;
+                (namespace_id, namespace_id.root_group())
+            }
+        };
+        let key = self.member_key(&namespace_id)?;
+        let mut ops =
+            vec![self.governance.act(namespace_id, group_id, &key, OpBody::ContextRegistered { context_id })?];
+        if let Some(alias) = alias {
+            let target = weft_primitives::AliasTarget::Context(context_id);
+            let body = OpBody::AliasSet { target, alias: alias.to_string() };
+            match self.governance.act(namespace_id, group_id, &key, body) {
+                Ok(op) => ops.push(op),
+                Err(e) => {
+                    // The registration stands and is shared; the caller learns the alias failed.
+                    self.publish_ops(namespace_id, &ops);
+                    return Err(e.into());
+                }
+            }
+        }
         self.engine.create_context(context_id, meta)?;
-        Ok(context_id)
+        self.publish_ops(namespace_id, &ops);
+        self.join_context(namespace_id, context_id);
+        Ok(CreatedContext { context_id, group_id, identity: key.public_key() })
+    }
+
+    /// Creates a namespace with this node as its admin (under a fresh key) and joins its topic.
+    fn new_namespace(&self, application: ApplicationId) -> Result<NamespaceId, ServiceError> {
+        let (namespace_id, _) = self.governance.create_namespace(application, UpgradePolicy::default())?;
+        let genesis = self.governance.heads(&namespace_id)?;
+        self.join_namespace(namespace_id);
+        self.publish_ops(namespace_id, &genesis);
+        Ok(namespace_id)
     }
 
     /// Every context on this node, by id.
@@ -341,14 +591,21 @@ impl<B: Backend> NodeService<B> {
             .collect();
         let keys: Vec<ContextMeta> = ids.iter().map(|id| ContextMeta { context_id: *id }).collect();
         let metas = self.store().multi_get(&keys)?;
-        Ok(ids
-            .into_iter()
-            .zip(metas)
-            .map(|(context_id, meta)| ContextSummary {
+        let mut out = Vec::with_capacity(ids.len());
+        for (context_id, meta) in ids.into_iter().zip(metas) {
+            let group_id = self.governance.group_of_context(&context_id)?;
+            let alias = match group_id {
+                Some(group_id) => self.store().get(&GroupContextAlias { group_id, context_id })?,
+                None => None,
+            };
+            out.push(ContextSummary {
                 context_id,
+                group_id,
                 application_id: meta.map(|m| m.application.application_id).filter(|id| *id != ApplicationId::default()),
-            })
-            .collect())
+                alias,
+            });
+        }
+        Ok(out)
     }
 
     /// Heads, root and counters of a context.
@@ -356,10 +613,23 @@ impl<B: Backend> NodeService<B> {
         Ok(self.engine.view(context_id)?)
     }
 
-    /// The members of a context: for a single-owner context, this node's identity.
+    /// The members of a context: its group's members, or for a single-owner context this
+    /// node's identity.
     pub fn context_members(&self, context_id: &ContextId) -> Result<Vec<PublicKey>, ServiceError> {
         self.require_context(context_id)?;
-        Ok(vec![self.identity])
+        let Some((_, group_id)) = self.governed(context_id)? else {
+            return Ok(vec![self.identity]);
+        };
+        let mut members = Vec::new();
+        let mut after = None;
+        loop {
+            let (page, next) = self.governance.members(&group_id, after.as_ref(), 1000)?;
+            members.extend(page.into_iter().map(|m| m.identity));
+            match next {
+                Some(next) => after = Some(next),
+                None => return Ok(members),
+            }
+        }
     }
 
     fn require_context(&self, context_id: &ContextId) -> Result<(), ServiceError> {
@@ -370,18 +640,36 @@ impl<B: Backend> NodeService<B> {
         }
     }
 
-    /// Writes `actions` as one delta signed with the node key; returns its id and the new root.
+    /// Writes `actions` as one delta and returns its id and the new root. In a governed
+    /// context the delta is signed with this node's key in the namespace, cites the
+    /// namespace's governance position and is refused here first if that position does not
+    /// let this node write; a single-owner context's deltas are signed with the node key.
+    /// The delta is published to peers.
     pub fn write(&self, context_id: &ContextId, actions: Vec<Action>) -> Result<(DeltaId, Hash), ServiceError> {
-        match self.engine.write(context_id, &self.key, actions) {
+        let (key, events) = match self.governed(context_id)? {
+            None => (self.key.clone(), Vec::new()),
+            Some((namespace_id, group_id)) => {
+                let key = self.member_key(&namespace_id)?;
+                let position = self.governance.position(&namespace_id)?;
+                let state = self.governance.state_at(&namespace_id, &position.heads)?;
+                let author = key.public_key();
+                if !state.and_then(|s| s.group(&group_id).map(|g| g.may_write(context_id, &author))).unwrap_or(false) {
+                    return Err(ServiceError::Unauthorized(author));
+                }
+                (key, vec![position.to_event()])
+            }
+        };
+        match self.engine.write_with_events(context_id, &key, actions, events) {
             Ok((delta_id, root_hash)) => {
                 self.metrics.delta_applied(Source::Local);
                 self.emit(ContextEvent::DeltaApplied {
                     context_id: *context_id,
                     delta_id,
-                    author: self.identity,
+                    author: key.public_key(),
                     root_hash,
                     source: Source::Local,
                 });
+                self.publish_delta(context_id, &delta_id);
                 Ok((delta_id, root_hash))
             }
             Err(e) => {
@@ -393,9 +681,9 @@ impl<B: Backend> NodeService<B> {
         }
     }
 
-    /// Receives a delta from a peer (the network layer's entry point): the engine validates
-    /// and applies it, then its applied deltas and divergences are counted and sent to
-    /// subscribers.
+    /// Receives a delta from a peer outside the network task (tests, tools): the engine
+    /// validates and applies it, then its applied deltas and divergences are counted and sent
+    /// to subscribers.
     pub fn receive(
         &self,
         context_id: &ContextId,
@@ -411,20 +699,7 @@ impl<B: Backend> NodeService<B> {
                 return Err(e.into());
             }
         };
-        if !outcome.applied.is_empty() {
-            let root_hash = self.engine.view(context_id)?.root_hash;
-            for delta_id in &outcome.applied {
-                self.metrics.delta_applied(Source::Remote);
-                let author = self.engine.delta(context_id, delta_id)?.map_or(PublicKey::default(), |d| d.author);
-                self.emit(ContextEvent::DeltaApplied {
-                    context_id: *context_id,
-                    delta_id: *delta_id,
-                    author,
-                    root_hash,
-                    source: Source::Remote,
-                });
-            }
-        }
+        self.report_applied(context_id, &outcome.applied)?;
         for d in &outcome.divergences {
             self.metrics.divergence();
             self.emit(ContextEvent::Diverged {
@@ -435,6 +710,25 @@ impl<B: Backend> NodeService<B> {
             });
         }
         Ok(outcome)
+    }
+
+    /// Counts deltas received and applied and sends a `DeltaApplied` event for each.
+    fn report_applied(&self, context_id: &ContextId, applied: &[DeltaId]) -> Result<(), ServiceError> {
+        if applied.is_empty() {
+            return Ok(());
+        }
+        let root_hash = self.engine.view(context_id)?.root_hash;
+        for (delta_id, delta) in applied.iter().zip(self.engine.deltas(context_id, applied)?) {
+            self.metrics.delta_applied(Source::Remote);
+            self.emit(ContextEvent::DeltaApplied {
+                context_id: *context_id,
+                delta_id: *delta_id,
+                author: delta.map_or(PublicKey::default(), |d| d.author),
+                root_hash,
+                source: Source::Remote,
+            });
+        }
+        Ok(())
     }
 
     /// Reads a state key.

@@ -97,8 +97,8 @@ async fn a_divergence_reaches_websocket_subscribers() {
     let handle = server(metrics.clone()).await;
     let svc = service(metrics.clone());
     handle.set_ready(svc.clone());
-    let ctx = svc.context_create(None).unwrap();
-    let other = svc.context_create(None).unwrap();
+    let ctx = svc.context_create(None, None, None).unwrap().context_id;
+    let other = svc.context_create(None, None, None).unwrap().context_id;
 
     let ws = WsClientBuilder::default()
         .set_headers(headers())
@@ -161,7 +161,7 @@ proptest! {
         reverse in any::<bool>(),
     ) {
         let svc = service(Arc::new(NodeMetrics::new()));
-        let ctx = svc.context_create(None).unwrap();
+        let ctx = svc.context_create(None, None, None).unwrap().context_id;
         let model: BTreeMap<Vec<u8>, Vec<u8>> = keys.iter().map(|k| (k.clone(), k.iter().rev().copied().collect())).collect();
         if !model.is_empty() {
             let actions = model.iter().map(|(k, v)| Action::Put { key: k.clone(), value: v.clone() }).collect();

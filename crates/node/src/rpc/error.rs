@@ -6,20 +6,21 @@
 //!
 //! | code | name | meaning |
 //! |---|---|---|
-//! | -32601 | method not found | no such method (or not on this node yet: governance and networking methods) |
-//! | -32602 | invalid params | malformed or out-of-range input: not an object, unknown field, wrong type, invalid hex or base64, oversized key, value, delta or blob, empty key, non-UTF-8 data under `"encoding": "utf8"` |
+//! | -32601 | method not found | no such method |
+//! | -32602 | invalid params | malformed or out-of-range input: not an object, unknown field, wrong type, invalid hex, base64 or multiaddr, unknown role, oversized key, value, delta or blob, empty key, non-UTF-8 data under `"encoding": "utf8"`; `reason: "invalid_invitation"` for a string that is not a valid invitation (not the format, or not signed by its inviter) |
 //! | -32603 | internal error | the node failed (storage I/O); never caused by input |
-//! | -32001 | not found | unknown context, blob, application or delta |
-//! | -32002 | not a member | the node is not a member of the context or group (with governance, issue 4) |
-//! | -32003 | forbidden | the identity lacks the role or capability |
-//! | -32004 | conflict | the thing to create exists already |
-//! | -32005 | not ready | the node is starting (store not open yet) or busy (a full pending set); retry later |
+//! | -32001 | not found | unknown context, blob, application, delta, namespace, group, member or alias; `reason: "unknown_invitation"` when the inviter's governance never made this node a member |
+//! | -32002 | not a member | this node (or the identity named) is not a member of the namespace or group |
+//! | -32003 | forbidden | the identity lacks the role or capability, or the op breaks a governance rule (the last admin leaving, a frozen application); `reason: "wrong_invitee"` for an invitation issued to another identity |
+//! | -32004 | conflict | the thing to create exists already (a member, a group, a taken alias) |
+//! | -32005 | not ready | the node is starting (store not open, network not listening), busy (a full pending set), its network is not running, or the peers it needs are unreachable (`reason`: `starting`, `busy`, `network_not_running`, `unreachable`); retry later |
+//! | -32006 | expired | the invitation has expired |
 
 use jsonrpsee::types::ErrorObjectOwned;
 use serde_json::{json, Value};
 
 use crate::context::{DeltaLimits, InvalidDelta};
-use crate::service::ServiceError;
+use crate::service::{InvitationError, ServiceError};
 
 /// Stable error codes.
 pub mod codes {
@@ -35,8 +36,10 @@ pub mod codes {
     pub const FORBIDDEN: i32 = -32003;
     /// The thing to create exists already.
     pub const CONFLICT: i32 = -32004;
-    /// Starting or busy; retry later.
+    /// Starting, busy, or the network is down or unreachable; retry later.
     pub const NOT_READY: i32 = -32005;
+    /// The invitation has expired.
+    pub const EXPIRED: i32 = -32006;
 }
 
 /// An error object with `code`, `message` and optional `data`.
@@ -88,8 +91,35 @@ pub fn from_service(e: ServiceError, limits: &DeltaLimits) -> ErrorObjectOwned {
             Some(json!({ "reason": "conflict", "what": what, "id": id })),
         ),
         ServiceError::Busy(message) => error(codes::NOT_READY, message, Some(json!({ "reason": "busy" }))),
+        ServiceError::NotMember(message) => {
+            error(codes::NOT_A_MEMBER, format!("not a member: {message}"), Some(json!({ "reason": "not_a_member" })))
+        }
+        ServiceError::Forbidden(message) => {
+            error(codes::FORBIDDEN, format!("forbidden: {message}"), Some(json!({ "reason": "forbidden" })))
+        }
+        ServiceError::Unavailable { reason, message } => {
+            error(codes::NOT_READY, message, Some(json!({ "reason": reason })))
+        }
+        ServiceError::Invitation(e) => invitation(&e),
         other => error(codes::INTERNAL_ERROR, other.to_string(), None),
     }
+}
+
+fn invitation(e: &InvitationError) -> ErrorObjectOwned {
+    let (code, reason) = match e {
+        InvitationError::Malformed(_) => (codes::INVALID_PARAMS, "invalid_invitation"),
+        InvitationError::Expired { .. } => (codes::EXPIRED, "invitation_expired"),
+        InvitationError::WrongInvitee { .. } => (codes::FORBIDDEN, "wrong_invitee"),
+        InvitationError::Unknown(_) => (codes::NOT_FOUND, "unknown_invitation"),
+        // Non-exhaustive for other crates only.
+        #[allow(unreachable_patterns)]
+        _ => (codes::INVALID_PARAMS, "invalid_invitation"),
+    };
+    let mut data = json!({ "reason": reason, "field": "invitation" });
+    if let (InvitationError::Expired { expired_at_ms, .. }, Some(map)) = (e, data.as_object_mut()) {
+        map.insert("expired_at_ms".into(), json!(expired_at_ms));
+    }
+    error(code, e.to_string(), Some(data))
 }
 
 fn invalid_delta(invalid: &InvalidDelta, limits: &DeltaLimits) -> ErrorObjectOwned {
@@ -137,6 +167,16 @@ mod tests {
             (ServiceError::Unauthorized(PublicKey::default()), codes::FORBIDDEN),
             (ServiceError::Conflict { what: "context", id: String::new() }, codes::CONFLICT),
             (ServiceError::Busy("full".into()), codes::NOT_READY),
+            (ServiceError::NotMember("x".into()), codes::NOT_A_MEMBER),
+            (ServiceError::Forbidden("x".into()), codes::FORBIDDEN),
+            (ServiceError::Unavailable { reason: "unreachable", message: "x".into() }, codes::NOT_READY),
+            (InvitationError::Malformed("x".into()).into(), codes::INVALID_PARAMS),
+            (InvitationError::Expired { expired_at_ms: 1, now_ms: 2 }.into(), codes::EXPIRED),
+            (
+                InvitationError::WrongInvitee { invitee: PublicKey::default(), identity: PublicKey::default() }.into(),
+                codes::FORBIDDEN,
+            ),
+            (InvitationError::Unknown("x".into()).into(), codes::NOT_FOUND),
             (ServiceError::Internal("disk".into()), codes::INTERNAL_ERROR),
         ];
         for (e, code) in cases {

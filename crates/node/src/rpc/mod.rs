@@ -1,14 +1,12 @@
 //! The JSON-RPC 2.0 admin API (jsonrpsee): HTTP `POST /` and WebSocket `/ws` on one
 //! port, behind a bearer token, with `/health`, `/ready` and `/metrics` beside it.
 //!
-//! The method contract is `API.md`; [`methods::METHODS`] lists what a node serves
-//! today and [`methods::NOT_YET`] what waits for governance (issue 4) and
-//! networking (issue 5) — those answer -32601, method not found. Error codes are
-//! in [`error`].
+//! The method contract is `API.md`; [`methods::METHODS`] lists what a node
+//! serves (every method there). Error codes are in [`error`].
 //!
 //! The server starts before the store is open ([`start`]), so `/ready` answers 503
 //! and calls answer -32005 (not ready) until [`RpcHandle::set_ready`] hands it the
-//! service.
+//! service — which the daemon does once the store is open and the network listens.
 
 pub mod error;
 pub mod http;
@@ -62,12 +60,19 @@ impl<B: Backend> Shared<B> {
 
 impl<B: Backend + BackendStats> http::Probe for Shared<B> {
     fn ready(&self) -> bool {
-        // With networking (issue 5), ready also requires the swarm to be listening.
+        // The daemon hands over the service once the store is open and the swarm listens.
         self.service.get().is_some()
     }
 
     fn metrics(&self) -> String {
-        let stats = self.service.get().and_then(|s| s.store().backend().store_stats());
+        let service = self.service.get();
+        if let Some(network) = service.and_then(|s| s.network()) {
+            self.metrics.observe_network(network.stats());
+        }
+        if let Some(service) = service {
+            self.metrics.event_queue_depth(service.event_queue_depth());
+        }
+        let stats = service.and_then(|s| s.store().backend().store_stats());
         self.metrics.render(stats.as_ref())
     }
 }

@@ -126,16 +126,195 @@ pub struct AppInstall {
     pub bytecode: String,
 }
 
+/// Most members one `group_members` returns; larger limits are clamped to it.
+pub const MAX_MEMBERS_LIMIT: u32 = 1000;
+/// Members a `group_members` returns when it passes no limit.
+pub const DEFAULT_MEMBERS_LIMIT: u32 = 100;
+
 /// `context_create`
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContextCreate {
-    /// A group to create the context in (needs governance; refused for now).
+    /// The group to register the context in (default: a new namespace).
     pub group_id: Option<String>,
     /// The application the context runs.
     pub application_id: Option<String>,
-    /// An alias (needs governance; refused for now).
+    /// The context's alias in its group.
     pub alias: Option<String>,
+}
+
+/// `node_dial`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dial {
+    /// The peer's multiaddr.
+    pub addr: String,
+}
+
+/// `namespace_create`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceCreate {
+    /// The root group's alias.
+    pub alias: Option<String>,
+}
+
+/// `group_create`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupCreate {
+    /// The parent group (a namespace id names its root group).
+    pub parent_id: String,
+    /// The new group's alias.
+    pub alias: Option<String>,
+}
+
+/// Params naming one group.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupParam {
+    /// The group id.
+    pub group_id: String,
+}
+
+/// `group_members`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupMembers {
+    /// The group id.
+    pub group_id: String,
+    /// Continue strictly after this identity (a previous page's `next`).
+    pub start_after: Option<String>,
+    /// Most members to return (default 100, clamped to 1..=1000).
+    pub limit: Option<u32>,
+}
+
+impl GroupMembers {
+    /// The limit, defaulted and clamped.
+    pub fn clamped_limit(&self) -> usize {
+        usize::try_from(self.limit.unwrap_or(DEFAULT_MEMBERS_LIMIT).clamp(1, MAX_MEMBERS_LIMIT)).unwrap_or(1)
+    }
+}
+
+/// `group_add_member`, `group_set_role`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberRole {
+    /// The group id.
+    pub group_id: String,
+    /// The member's identity.
+    pub identity: String,
+    /// `admin`, `member` or `read_only`.
+    pub role: String,
+}
+
+/// `group_remove_member`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberParam {
+    /// The group id.
+    pub group_id: String,
+    /// The member's identity.
+    pub identity: String,
+}
+
+/// `group_set_capabilities`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberCapabilities {
+    /// The group id.
+    pub group_id: String,
+    /// The member's identity.
+    pub identity: String,
+    /// The capability bitmask.
+    pub capabilities: u32,
+}
+
+/// `group_set_default_capabilities`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultCapabilities {
+    /// The group id.
+    pub group_id: String,
+    /// The capability bitmask.
+    pub capabilities: u32,
+}
+
+/// `group_upgrade`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupUpgrade {
+    /// The group id.
+    pub group_id: String,
+    /// The new target application.
+    pub application_id: String,
+    /// The migration method to run in each context.
+    pub migration: Option<String>,
+}
+
+/// What an alias names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// A group.
+    Group,
+    /// A context.
+    Context,
+    /// A member.
+    Member,
+}
+
+/// `alias_set`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AliasSet {
+    /// What the alias names.
+    pub scope: Scope,
+    /// The group, context or identity named.
+    pub id: String,
+    /// The group the alias lives in (required for members; a context's own group by default).
+    pub group_id: Option<String>,
+    /// The alias; empty clears it.
+    pub alias: String,
+}
+
+/// `alias_resolve`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AliasResolve {
+    /// What the alias names.
+    pub scope: Scope,
+    /// The alias.
+    pub alias: String,
+    /// The group to look in (required for members).
+    pub group_id: Option<String>,
+}
+
+/// `context_invite`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextInvite {
+    /// The context id.
+    pub context_id: String,
+    /// The invitee's identity (its `node_info.identity`).
+    pub invitee: String,
+    /// Its role: `admin`, `member` (default) or `read_only`.
+    pub role: Option<String>,
+    /// Validity in seconds (default one day).
+    pub expires_in_s: Option<u64>,
+}
+
+/// `context_join`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextJoin {
+    /// The invitation string.
+    pub invitation: String,
+}
+
+/// Parses a role name.
+pub fn parse_role(field: &str, text: &str) -> Result<weft_primitives::Role, ErrorObjectOwned> {
+    text.parse().map_err(|_| invalid_params(field, format!("{text:?} is not a role: admin, member or read_only")))
 }
 
 /// Params naming one context.

@@ -1,0 +1,293 @@
+//! Namespaces, groups, members and aliases: governance ops this node signs with its key in
+//! the namespace ([`NodeService::member_key`]), logs, and publishes on the namespace's topic.
+//! Governance decides every op by its rules (roles, capabilities, the last admin); a refusal
+//! comes back as a typed error and changes nothing.
+
+use weft_primitives::{
+    AliasTarget, ApplicationId, Capabilities, ContextId, GroupId, GroupUpgradeValue, NamespaceId, OpBody, OpId,
+    PublicKey, Role, UpgradePolicy,
+};
+use weft_store::schema::{GroupAlias, GroupContextAlias, GroupMemberAlias};
+use weft_store::{Backend, PrefixBy, Read};
+
+use super::{ContextEvent, NodeService, ServiceError};
+use crate::governance::MemberInfo;
+
+/// Most contexts of a group told about a membership change.
+const MAX_NOTIFIED_CONTEXTS: usize = 10_000;
+
+/// A group as `group_info` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupInfo {
+    /// The group.
+    pub group_id: GroupId,
+    /// Its parent (`None` for a namespace's root group).
+    pub parent_id: Option<GroupId>,
+    /// Its namespace.
+    pub namespace_id: NamespaceId,
+    /// The application its contexts should run.
+    pub target_application_id: ApplicationId,
+    /// Its admins.
+    pub admins: Vec<PublicKey>,
+    /// How many members it has.
+    pub member_count: usize,
+    /// Its contexts.
+    pub contexts: Vec<ContextId>,
+    /// Its latest upgrade.
+    pub upgrade: Option<GroupUpgradeValue>,
+    /// Its alias.
+    pub alias: Option<String>,
+}
+
+/// The member an op concerns and what it does to it, for membership ops signed by `signer`.
+fn member_change(body: &OpBody, signer: &PublicKey) -> Option<(PublicKey, &'static str)> {
+    match body {
+        OpBody::MemberAdded { identity, .. } => Some((*identity, "added")),
+        OpBody::MemberRemoved { identity } => Some((*identity, "removed")),
+        OpBody::MemberLeft => Some((*signer, "left")),
+        OpBody::RoleSet { identity, .. } => Some((*identity, "role_set")),
+        OpBody::CapabilitiesSet { identity, .. } => Some((*identity, "capabilities_set")),
+        _ => None,
+    }
+}
+
+/// What an alias names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AliasScope {
+    /// A group (its own alias).
+    Group,
+    /// A context, within its group.
+    Context,
+    /// A member, within a group.
+    Member,
+}
+
+impl<B: Backend> NodeService<B> {
+    /// Creates a namespace with this node as its admin (under a fresh key), with `alias` on
+    /// its root group.
+    pub fn namespace_create(&self, alias: Option<&str>) -> Result<NamespaceId, ServiceError> {
+        let namespace_id = self.new_namespace(ApplicationId::default())?;
+        if let Some(alias) = alias {
+            self.act(namespace_id.root_group(), OpBody::AliasSet { target: AliasTarget::Group, alias: alias.into() })?;
+        }
+        Ok(namespace_id)
+    }
+
+    /// Creates a subgroup of `parent` (this node needs `CREATE_SUBGROUP` there) with this
+    /// node as its first admin, running the parent's target application.
+    pub fn group_create(&self, parent: &GroupId, alias: Option<&str>) -> Result<GroupId, ServiceError> {
+        let namespace_id = self.governance.namespace_of(parent)?;
+        let key = self.member_key(&namespace_id)?;
+        let application = self.governance.group_meta(parent)?.target_application_id;
+        let (group_id, op) = self.governance.create_group(*parent, &key, application, UpgradePolicy::default())?;
+        self.publish_ops(namespace_id, &[op]);
+        if let Some(alias) = alias {
+            self.act(group_id, OpBody::AliasSet { target: AliasTarget::Group, alias: alias.into() })?;
+        }
+        Ok(group_id)
+    }
+
+    /// A group's parent, namespace, application, admins, member count, contexts and upgrade.
+    pub fn group_info(&self, group_id: &GroupId) -> Result<GroupInfo, ServiceError> {
+        let namespace_id = self.governance.namespace_of(group_id)?;
+        let state = self.governance.state(&namespace_id)?;
+        let group =
+            state.group(group_id).ok_or_else(|| ServiceError::NotFound { what: "group", id: group_id.to_hex() })?;
+        Ok(GroupInfo {
+            group_id: *group_id,
+            parent_id: group.parent,
+            namespace_id,
+            target_application_id: group.meta.target_application_id,
+            admins: group.members.iter().filter(|(_, r)| **r == Role::Admin).map(|(k, _)| *k).collect(),
+            member_count: group.members.len(),
+            contexts: group.contexts.iter().copied().collect(),
+            upgrade: group.upgrade.clone(),
+            alias: group.alias.clone(),
+        })
+    }
+
+    /// A page of a group's members in identity order, and the cursor for the next page.
+    pub fn group_members(
+        &self,
+        group_id: &GroupId,
+        start_after: Option<&PublicKey>,
+        limit: usize,
+    ) -> Result<(Vec<MemberInfo>, Option<PublicKey>), ServiceError> {
+        Ok(self.governance.members(group_id, start_after, limit)?)
+    }
+
+    /// A group's latest upgrade, if any.
+    pub fn group_upgrade(&self, group_id: &GroupId) -> Result<Option<GroupUpgradeValue>, ServiceError> {
+        Ok(self.governance.upgrade(group_id)?)
+    }
+
+    /// Signs `body` as an op on `group` with this node's key in the group's namespace, logs it
+    /// (it must take effect) and publishes it. Membership changes are told to the
+    /// subscribers of the group's contexts.
+    pub fn act(&self, group_id: GroupId, body: OpBody) -> Result<OpId, ServiceError> {
+        let namespace_id = self.governance.namespace_of(&group_id)?;
+        let key = self.member_key(&namespace_id)?;
+        let change = member_change(&body, &key.public_key());
+        let op = self.governance.act(namespace_id, group_id, &key, body)?;
+        self.publish_ops(namespace_id, &[op]);
+        if let Some((identity, change)) = change {
+            self.member_changed(&group_id, identity, change);
+        }
+        Ok(op)
+    }
+
+    /// Tells subscribers about a membership change an op (logged here, from a peer) made.
+    pub(super) fn report_op(&self, op: &weft_primitives::SignedOp) {
+        if let Some((identity, change)) = member_change(&op.content.body, &op.content.signer) {
+            self.member_changed(&op.content.group_id, identity, change);
+        }
+    }
+
+    fn member_changed(&self, group_id: &GroupId, identity: PublicKey, change: &'static str) {
+        match self.governance.contexts(group_id, None, MAX_NOTIFIED_CONTEXTS) {
+            Ok((contexts, _)) => {
+                for context_id in contexts {
+                    self.emit(ContextEvent::MemberChanged { context_id, group_id: *group_id, identity, change });
+                }
+            }
+            Err(e) => tracing::warn!(%group_id, error = %e, "cannot list the group's contexts"),
+        }
+    }
+
+    /// Adds a member.
+    pub fn group_add_member(&self, group_id: GroupId, identity: PublicKey, role: Role) -> Result<OpId, ServiceError> {
+        self.act(group_id, OpBody::MemberAdded { identity, role })
+    }
+
+    /// Removes a member.
+    pub fn group_remove_member(&self, group_id: GroupId, identity: PublicKey) -> Result<OpId, ServiceError> {
+        self.act(group_id, OpBody::MemberRemoved { identity })
+    }
+
+    /// Changes a member's role.
+    pub fn group_set_role(&self, group_id: GroupId, identity: PublicKey, role: Role) -> Result<OpId, ServiceError> {
+        self.act(group_id, OpBody::RoleSet { identity, role })
+    }
+
+    /// Sets a member's own capabilities.
+    pub fn group_set_capabilities(
+        &self,
+        group_id: GroupId,
+        identity: PublicKey,
+        capabilities: u32,
+    ) -> Result<OpId, ServiceError> {
+        self.act(group_id, OpBody::CapabilitiesSet { identity, capabilities: Capabilities(capabilities) })
+    }
+
+    /// Sets the capabilities of members without their own.
+    pub fn group_set_default_capabilities(&self, group_id: GroupId, capabilities: u32) -> Result<OpId, ServiceError> {
+        self.act(group_id, OpBody::DefaultCapabilitiesSet { capabilities: Capabilities(capabilities) })
+    }
+
+    /// Changes the group's target application (an upgrade).
+    pub fn group_set_application(
+        &self,
+        group_id: GroupId,
+        application_id: ApplicationId,
+        migration: Option<String>,
+    ) -> Result<OpId, ServiceError> {
+        self.act(group_id, OpBody::TargetApplicationSet { application_id, migration })
+    }
+
+    /// Sets (or with an empty alias clears) an alias: of a group (`id` is the group), of a
+    /// context (`id` is the context; its group unless `group` says otherwise) or of a member
+    /// (`id` is its identity; `group` required).
+    pub fn alias_set(
+        &self,
+        scope: AliasScope,
+        id: [u8; 32],
+        group: Option<GroupId>,
+        alias: &str,
+    ) -> Result<OpId, ServiceError> {
+        let (group_id, target) = match scope {
+            AliasScope::Group => (GroupId::from_bytes(id), AliasTarget::Group),
+            AliasScope::Context => {
+                let context_id = ContextId::from_bytes(id);
+                let group_id = match group {
+                    Some(g) => g,
+                    None => self
+                        .governance
+                        .group_of_context(&context_id)?
+                        .ok_or_else(|| ServiceError::NotFound { what: "context", id: context_id.to_hex() })?,
+                };
+                (group_id, AliasTarget::Context(context_id))
+            }
+            AliasScope::Member => {
+                let group_id =
+                    group.ok_or_else(|| ServiceError::BadInput("group_id: a member alias needs its group".into()))?;
+                (group_id, AliasTarget::Member(PublicKey::from_bytes(id)))
+            }
+        };
+        self.act(group_id, OpBody::AliasSet { target, alias: alias.to_string() })
+    }
+
+    /// The id an alias names: a group's (among `group` and its subgroups, else among every
+    /// group this node knows), a context's (in `group`, else in any group) or a member's (in
+    /// `group`, required).
+    pub fn alias_resolve(
+        &self,
+        scope: AliasScope,
+        alias: &str,
+        group: Option<GroupId>,
+    ) -> Result<[u8; 32], ServiceError> {
+        let not_found = || ServiceError::NotFound { what: "alias", id: alias.to_string() };
+        if alias.is_empty() {
+            return Err(ServiceError::BadInput("alias: must not be empty".into()));
+        }
+        let groups = match (scope, group) {
+            (AliasScope::Member, None) => {
+                return Err(ServiceError::BadInput("group_id: a member alias is resolved within its group".into()))
+            }
+            (AliasScope::Group, Some(g)) => {
+                let mut groups = vec![g];
+                groups.extend(self.governance.children(&g)?);
+                groups
+            }
+            (_, Some(g)) => {
+                self.governance.group_meta(&g)?;
+                vec![g]
+            }
+            (_, None) => self.all_groups()?,
+        };
+        let alias = alias.to_string();
+        for group_id in groups {
+            let found = match scope {
+                AliasScope::Group => {
+                    (self.store().get(&GroupAlias { group_id })?.as_ref() == Some(&alias)).then(|| *group_id.as_bytes())
+                }
+                AliasScope::Context => self
+                    .store()
+                    .scan(GroupContextAlias::prefix(&group_id))
+                    .collect_all()?
+                    .into_iter()
+                    .find(|(_, a)| *a == alias)
+                    .map(|(k, _)| *k.context_id.as_bytes()),
+                AliasScope::Member => self
+                    .store()
+                    .scan(GroupMemberAlias::prefix(&group_id))
+                    .collect_all()?
+                    .into_iter()
+                    .find(|(_, a)| *a == alias)
+                    .map(|(k, _)| *k.identity.as_bytes()),
+            };
+            if let Some(id) = found {
+                return Ok(id);
+            }
+        }
+        Err(not_found())
+    }
+
+    /// Every live group of every namespace this node holds.
+    fn all_groups(&self) -> Result<Vec<GroupId>, ServiceError> {
+        let mut groups = Vec::new();
+        for namespace_id in self.namespaces()? {
+            groups.extend(self.governance.state(&namespace_id)?.groups.keys().copied());
+        }
+        Ok(groups)
+    }
+}

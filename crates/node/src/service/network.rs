@@ -1,0 +1,303 @@
+//! The service's side of the network: starting the swarm over the service's engine and
+//! governance, publishing what this node writes, and turning the network's events into
+//! [`ContextEvent`]s on the service's one event stream (and metrics).
+
+use std::future::Future;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use libp2p::multiaddr::Protocol;
+use libp2p::{Multiaddr, PeerId};
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use weft_primitives::{ContextId, DeltaId, NamespaceId, OpId};
+use weft_store::schema::NamespaceGovHead;
+use weft_store::{Backend, Prefix, Read};
+
+use super::{ContextEvent, NodeService, ServiceError};
+use crate::governance::SharedGovernanceAuthorizer;
+use crate::metrics::Source;
+use crate::net::{NetConfig, NetError, NetEvent, Network, PeerInfo};
+
+/// Most network events handled in one batch on the blocking pool.
+const EVENT_BATCH: usize = 256;
+
+/// Runs a network call (a command handed to the network task) to completion on this thread.
+/// The futures only wait on tokio channels, which need no runtime context.
+pub(super) fn wait<F: Future>(future: F) -> F::Output {
+    futures::executor::block_on(future)
+}
+
+pub(super) fn net_error(e: NetError) -> ServiceError {
+    match e {
+        NetError::Stopped => {
+            ServiceError::Unavailable { reason: "network_not_running", message: "the network task has stopped".into() }
+        }
+        NetError::Dial { addr, reason } => ServiceError::BadInput(format!("cannot dial {addr}: {reason}")),
+        other => ServiceError::Internal(other.to_string()),
+    }
+}
+
+impl<B: Backend + Send + Sync + 'static> NodeService<B> {
+    /// Starts the network over this service's engine and governance: listens, dials the
+    /// bootstrap peers, joins the topics of every context and namespace held here (the
+    /// network does that at start), and forwards the network's events to the service's event
+    /// stream. Call once.
+    pub async fn start_network(self: &Arc<Self>, config: NetConfig) -> Result<Network, ServiceError> {
+        if self.network.get().is_some() {
+            return Err(ServiceError::Conflict { what: "network", id: self.peer_id.to_string() });
+        }
+        let authorizer = Arc::new(SharedGovernanceAuthorizer::new(self.governance.clone()));
+        let network = Network::start(config, &self.key, self.engine.clone(), authorizer, Some(self.governance.clone()))
+            .await
+            .map_err(|e| ServiceError::Unavailable { reason: "network_not_running", message: e.to_string() })?;
+        let events = network.subscribe();
+        if self.network.set(network.clone()).is_err() {
+            let _ = network.shutdown().await;
+            return Err(ServiceError::Conflict { what: "network", id: self.peer_id.to_string() });
+        }
+        tokio::spawn(forward(Arc::downgrade(self), events));
+        Ok(network)
+    }
+
+    /// Stops the network (closing connections), if it runs.
+    pub async fn stop_network(&self) {
+        if let Some(network) = self.network.get() {
+            if let Err(e) = network.shutdown().await {
+                tracing::debug!(error = %e, "network already stopped");
+            }
+        }
+    }
+}
+
+/// Forwards network events to the service until the service is gone, in batches handled on
+/// the blocking pool (handling reads the store).
+async fn forward<B: Backend + Send + Sync + 'static>(
+    service: Weak<NodeService<B>>,
+    mut events: tokio::sync::broadcast::Receiver<NetEvent>,
+) {
+    loop {
+        let mut batch = match events.recv().await {
+            Ok(event) => vec![event],
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "network events were dropped before the service saw them");
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        while batch.len() < EVENT_BATCH {
+            match events.try_recv() {
+                Ok(event) => batch.push(event),
+                Err(TryRecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "network events were dropped before the service saw them");
+                }
+                Err(_) => break,
+            }
+        }
+        let Some(service) = service.upgrade() else { return };
+        let handled = tokio::task::spawn_blocking(move || {
+            for event in batch {
+                service.on_net_event(event);
+            }
+        })
+        .await;
+        if handled.is_err() {
+            return;
+        }
+    }
+}
+
+impl<B: Backend> NodeService<B> {
+    /// The network, if it runs.
+    pub fn network(&self) -> Option<&Network> {
+        self.network.get()
+    }
+
+    pub(super) fn require_network(&self) -> Result<&Network, ServiceError> {
+        self.network.get().ok_or_else(|| ServiceError::Unavailable {
+            reason: "network_not_running",
+            message: "the network is not running on this node".into(),
+        })
+    }
+
+    /// The addresses the network listens on (none while it does not run).
+    pub fn listen_addrs(&self) -> Result<Vec<Multiaddr>, ServiceError> {
+        match self.network.get() {
+            Some(network) => wait(network.listen_addrs()).map_err(net_error),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The listen addresses with this node's peer id appended: what a peer dials.
+    pub fn dial_addrs(&self) -> Result<Vec<Multiaddr>, ServiceError> {
+        Ok(self
+            .listen_addrs()?
+            .into_iter()
+            .map(
+                |a| {
+                    if a.iter().any(|p| matches!(p, Protocol::P2p(_))) {
+                        a
+                    } else {
+                        a.with(Protocol::P2p(self.peer_id))
+                    }
+                },
+            )
+            .collect())
+    }
+
+    /// Connected peers and the contexts each shares with this node.
+    pub fn peers(&self) -> Result<Vec<PeerInfo>, ServiceError> {
+        wait(self.require_network()?.peers()).map_err(net_error)
+    }
+
+    /// Dials a peer.
+    pub fn dial(&self, addr: Multiaddr) -> Result<(), ServiceError> {
+        wait(self.require_network()?.dial(addr)).map_err(net_error)
+    }
+
+    /// Starts anti-entropy for a context with every connected peer now.
+    pub fn context_sync(&self, context_id: &ContextId) -> Result<(), ServiceError> {
+        self.require_context(context_id)?;
+        let network = self.require_network()?;
+        if let Some((namespace_id, _)) = self.governed(context_id)? {
+            wait(network.sync_namespace_now(namespace_id)).map_err(net_error)?;
+        }
+        wait(network.sync_now(*context_id)).map_err(net_error)
+    }
+
+    /// Peers last seen with this node's heads and root for a context (none without a network).
+    pub fn peers_in_sync(&self, context_id: &ContextId) -> Result<Vec<PeerId>, ServiceError> {
+        match self.network.get() {
+            Some(network) => wait(network.in_sync_peers(*context_id)).map_err(net_error),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Every namespace this node holds ops of.
+    pub fn namespaces(&self) -> Result<Vec<NamespaceId>, ServiceError> {
+        let rows = self.store().scan(Prefix::<NamespaceGovHead>::family()).collect_all()?;
+        Ok(rows.into_iter().map(|(k, _)| k.namespace_id).collect())
+    }
+
+    /// Subscribes to a namespace's topic (nothing without a network).
+    pub(super) fn join_namespace(&self, namespace_id: NamespaceId) {
+        if let Some(network) = self.network.get() {
+            if let Err(e) = wait(network.join_namespace(namespace_id)) {
+                tracing::warn!(%namespace_id, error = %e, "cannot join the namespace topic");
+            }
+        }
+    }
+
+    /// Subscribes to a context's (and its namespace's) topic (nothing without a network).
+    pub(super) fn join_context(&self, namespace_id: NamespaceId, context_id: ContextId) {
+        if let Some(network) = self.network.get() {
+            self.join_namespace(namespace_id);
+            if let Err(e) = wait(network.join(context_id)) {
+                tracing::warn!(%context_id, error = %e, "cannot join the context topic");
+            }
+        }
+    }
+
+    /// Publishes a delta this node wrote. Peers that miss it get it by anti-entropy.
+    pub(super) fn publish_delta(&self, context_id: &ContextId, delta_id: &DeltaId) {
+        let Some(network) = self.network.get() else { return };
+        match self.engine.delta(context_id, delta_id) {
+            Ok(Some(delta)) => {
+                if let Err(e) = wait(network.publish(*context_id, delta)) {
+                    tracing::warn!(%context_id, error = %e, "delta not published");
+                }
+            }
+            Ok(None) => tracing::warn!(%context_id, %delta_id, "a written delta is not stored"),
+            Err(e) => tracing::warn!(%context_id, error = %e, "cannot read a written delta"),
+        }
+    }
+
+    /// Publishes governance ops this node logged on the namespace's topic.
+    pub(super) fn publish_ops(&self, namespace_id: NamespaceId, ops: &[OpId]) {
+        self.metrics.governance_ops(Source::Local, ops.len() as u64);
+        let Some(network) = self.network.get() else { return };
+        for op_id in ops {
+            match self.governance.op(&namespace_id, op_id) {
+                Ok(Some(op)) => {
+                    if let Err(e) = wait(network.publish_op(namespace_id, op)) {
+                        tracing::warn!(%namespace_id, error = %e, "op not published");
+                    }
+                }
+                Ok(None) => tracing::warn!(%namespace_id, %op_id, "a logged op is not stored"),
+                Err(e) => tracing::warn!(%namespace_id, error = %e, "cannot read a logged op"),
+            }
+        }
+    }
+
+    /// Turns one network event into context events and metrics.
+    fn on_net_event(&self, event: NetEvent) {
+        match event {
+            NetEvent::Applied { context_id, delta_ids } => {
+                if let Err(e) = self.on_applied(&context_id, &delta_ids) {
+                    tracing::warn!(%context_id, error = %e, "cannot report deltas applied from peers");
+                }
+            }
+            NetEvent::Diverged { context_id, peer } => {
+                self.metrics.peer_divergence();
+                let root_hash = self.engine.view(&context_id).map_or(weft_primitives::Hash::ZERO, |v| v.root_hash);
+                self.emit(ContextEvent::PeerDiverged { context_id, peer, root_hash });
+            }
+            NetEvent::InSync { context_id, peer } => self.emit(ContextEvent::PeerInSync { context_id, peer }),
+            NetEvent::Rejected { context_id, peer, reason } => {
+                self.metrics.delta_rejected(Source::Remote);
+                self.emit(ContextEvent::Rejected { context_id, peer, reason });
+            }
+            NetEvent::OpsLogged { namespace_id, op_ids } => {
+                self.metrics.governance_ops(Source::Remote, op_ids.len() as u64);
+                for op_id in op_ids {
+                    match self.governance.op(&namespace_id, &op_id) {
+                        Ok(Some(op)) => self.report_op(&op),
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(%namespace_id, error = %e, "cannot read a logged op"),
+                    }
+                }
+            }
+            NetEvent::OpRejected { namespace_id, peer, reason } => {
+                tracing::info!(%namespace_id, %peer, %reason, "a peer's governance op was refused");
+            }
+            #[allow(unreachable_patterns)]
+            other => tracing::debug!(?other, "network event not forwarded"),
+        }
+    }
+
+    /// Reports deltas the network applied, and the divergences applying them recorded.
+    fn on_applied(&self, context_id: &ContextId, delta_ids: &[DeltaId]) -> Result<(), ServiceError> {
+        self.report_applied(context_id, delta_ids)?;
+        if !self.engine.view(context_id)?.status.diverged {
+            return Ok(());
+        }
+        for (delta_id, d) in self.engine.divergences(context_id)? {
+            if delta_ids.contains(&delta_id) {
+                self.metrics.divergence();
+                self.emit(ContextEvent::Diverged {
+                    context_id: *context_id,
+                    delta_id,
+                    expected_root_hash: d.expected,
+                    actual_root_hash: d.actual,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How long [`poll_until`] sleeps between checks.
+pub(super) const POLL: Duration = Duration::from_millis(100);
+
+/// Checks `done` every [`POLL`] until it answers `Some` or `within` has passed.
+pub(super) fn poll_until<T>(within: Duration, mut done: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(t) = done() {
+            return Some(t);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(POLL);
+    }
+}
