@@ -496,7 +496,13 @@ impl<'r, R: RawRead, K: FromKeyParts> Scan<'r, R, K> {
 
     /// Runs the scan and collects every row.
     pub fn collect_all(self) -> Result<Vec<(K, OwnedValueOf<K>)>> {
-        self.iter()?.collect()
+        // Sized up front (collecting through `Result` would start empty and reallocate, moving
+        // every decoded row, at 4, 8, 16, ...): room for a typical page, or the limit.
+        let mut rows = Vec::with_capacity(self.limit.unwrap_or(64).min(1024));
+        for row in self.iter()? {
+            rows.push(row?);
+        }
+        Ok(rows)
     }
 
     /// Counts the rows without decoding values.

@@ -30,7 +30,7 @@ pub struct RawRange {
 pub trait RawCursor {
     /// The row under the cursor, or `None` at the end.
     fn current(&self) -> Option<(&[u8], &[u8])>;
-    /// Moves to the next row in the range's direction.
+    /// Moves to the next row in the range's direction (callers look at `current` between moves).
     fn advance(&mut self);
     /// An error the cursor ran into (reported once it stops yielding rows).
     fn status(&self) -> Result<()>;

@@ -10,6 +10,7 @@
 //! flush across families; and a WAL sync policy ([`Durability`]).
 
 use std::path::{Path, PathBuf};
+use std::cell::Cell;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
@@ -64,7 +65,9 @@ impl Default for RocksConfig {
 
 /// A RocksDB database holding one column set.
 pub struct RocksBackend {
-    db: Arc<DB>,
+    /// The database and its column-family handles, resolved once at open (`cf_handle` looks
+    /// names up in a map on every call, a visible cost on point reads).
+    db: DbAndHandles,
     path: PathBuf,
     names: Vec<&'static str>,
     prefix_lens: Vec<Option<usize>>,
@@ -77,6 +80,18 @@ pub struct RocksBackend {
     _cache: Cache,
     _write_buffers: WriteBufferManager,
 }
+
+/// Column-family handles in column-set order, borrowed from the database they belong to.
+type Handles<'a> = Vec<&'a ColumnFamily>;
+
+self_cell::self_cell!(
+    /// The database with its column-family handles.
+    struct DbAndHandles {
+        owner: Arc<DB>,
+        #[covariant]
+        dependent: Handles,
+    }
+);
 
 impl RocksBackend {
     /// Opens (creating if needed) the database at `path` with every column family of `S`.
@@ -112,20 +127,16 @@ impl RocksBackend {
             .zip(&options)
             .map(|(c, o)| ColumnFamilyDescriptor::new(c.name(), column_options(c.name(), o, &cache)))
             .collect();
-        let db = DB::open_cf_descriptors(&db_opts, &path, descriptors)?;
-        for c in S::ALL {
-            if db.cf_handle(c.name()).is_none() {
-                return Err(StoreError::MissingColumn(c.name()));
-            }
-        }
-
-        let db = Arc::new(db);
+        let db = Arc::new(DB::open_cf_descriptors(&db_opts, &path, descriptors)?);
         let mut write_options = WriteOptions::default();
         write_options.set_sync(config.durability == Durability::Sync);
         let flusher = match config.durability {
             Durability::Periodic(every) => Some(spawn_flusher(Arc::clone(&db), every)?),
             _ => None,
         };
+        let db = DbAndHandles::try_new(db, |db| {
+            S::ALL.iter().map(|c| db.cf_handle(c.name()).ok_or(StoreError::MissingColumn(c.name()))).collect()
+        })?;
         Ok(RocksBackend {
             db,
             path,
@@ -146,12 +157,11 @@ impl RocksBackend {
 
     /// The underlying RocksDB handle (for checkpoints, properties and statistics).
     pub fn db(&self) -> &DB {
-        &self.db
+        self.db.borrow_owner()
     }
 
     fn cf(&self, column: usize) -> Result<&ColumnFamily> {
-        let name = self.names.get(column).ok_or_else(|| StoreError::Backend(format!("no column {column}")))?;
-        self.db.cf_handle(name).ok_or(StoreError::MissingColumn(name))
+        self.db.borrow_dependent().get(column).copied().ok_or_else(|| StoreError::Backend(format!("no column {column}")))
     }
 
     fn read_options(&self, column: usize, range: &RawRange) -> ReadOptions {
@@ -177,7 +187,7 @@ impl Drop for RocksBackend {
             let _ = handle.join();
         }
         // Leave the WAL durable on a clean close whatever the policy.
-        let _ = self.db.flush_wal(true);
+        let _ = self.db().flush_wal(true);
     }
 }
 
@@ -216,7 +226,12 @@ fn column_options(name: &str, options: &ColumnOptions, cache: &Cache) -> Options
     opts.set_level_compaction_dynamic_level_bytes(true);
     if let Some(len) = options.prefix_len {
         opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(len));
+    }
+    if options.prefix_len.is_some() || options.access != Access::Scan {
+        // A memtable bloom filter (prefixes, and whole keys for point lookups) answers most
+        // misses without walking the memtable's skip list.
         opts.set_memtable_prefix_bloom_ratio(0.1);
+        opts.set_memtable_whole_key_filtering(options.access != Access::Scan);
     }
     if let Some(min) = options.blob_min_size {
         opts.set_enable_blob_files(true);
@@ -253,16 +268,16 @@ fn get_pinned(
 
 impl RawRead for RocksBackend {
     fn get(&self, column: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get_pinned(self.db.get_pinned_cf(self.cf(column)?, key))
+        get_pinned(self.db().get_pinned_cf(self.cf(column)?, key))
     }
 
     fn multi_get(&self, column: usize, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         let cf = self.cf(column)?;
-        self.db.batched_multi_get_cf(cf, keys.iter().copied(), false).into_iter().map(get_pinned).collect()
+        self.db().batched_multi_get_cf(cf, keys.iter().copied(), false).into_iter().map(get_pinned).collect()
     }
 
     fn cursor(&self, column: usize, range: &RawRange) -> Result<Box<dyn RawCursor + '_>> {
-        let iter = self.db.raw_iterator_cf_opt(self.cf(column)?, self.read_options(column, range));
+        let iter = self.db().raw_iterator_cf_opt(self.cf(column)?, self.read_options(column, range));
         Ok(Box::new(RocksCursor::start(iter, range.reverse)))
     }
 }
@@ -271,6 +286,10 @@ impl RawRead for RocksBackend {
 struct RocksCursor<'a> {
     iter: DBRawIteratorWithThreadMode<'a, DB>,
     reverse: bool,
+    /// Whether the iterator stood on a row when last looked at: `advance` moves only then
+    /// (moving an exhausted RocksDB iterator is not allowed) without asking RocksDB again,
+    /// which would cost a second call across the FFI per row.
+    on_row: Cell<bool>,
 }
 
 impl<'a> RocksCursor<'a> {
@@ -281,22 +300,27 @@ impl<'a> RocksCursor<'a> {
         } else {
             iter.seek_to_first();
         }
-        RocksCursor { iter, reverse }
+        let on_row = Cell::new(iter.valid());
+        RocksCursor { iter, reverse, on_row }
     }
 }
 
 impl RawCursor for RocksCursor<'_> {
     fn current(&self) -> Option<(&[u8], &[u8])> {
-        self.iter.item()
+        let item = self.iter.item();
+        self.on_row.set(item.is_some());
+        item
     }
 
     fn advance(&mut self) {
-        if self.iter.valid() {
+        if self.on_row.get() {
             if self.reverse {
                 self.iter.prev();
             } else {
                 self.iter.next();
             }
+            // Unknown until `current` looks again (so two moves without a look move once).
+            self.on_row.set(false);
         }
     }
 
@@ -398,35 +422,35 @@ impl Backend for RocksBackend {
         let poisoned = || StoreError::Backend("commit lock poisoned".into());
         if preconditions.is_empty() {
             let _shared = self.commit_lock.read().map_err(|_| poisoned())?;
-            self.db.write_opt(batch.batch, &self.write_options)?;
+            self.db().write_opt(batch.batch, &self.write_options)?;
             return Ok(Ok(()));
         }
         let _exclusive = self.commit_lock.write().map_err(|_| poisoned())?;
         for (i, pre) in preconditions.iter().enumerate() {
-            let current = self.db.get_pinned_cf(self.cf(pre.column)?, &pre.key)?;
+            let current = self.db().get_pinned_cf(self.cf(pre.column)?, &pre.key)?;
             if current.as_deref() != pre.expected.as_deref() {
                 return Ok(Err(i));
             }
         }
-        self.db.write_opt(batch.batch, &self.write_options)?;
+        self.db().write_opt(batch.batch, &self.write_options)?;
         Ok(Ok(()))
     }
 
     fn snapshot(&self) -> RocksSnapshot<'_> {
-        RocksSnapshot { backend: self, snapshot: self.db.snapshot() }
+        RocksSnapshot { backend: self, snapshot: self.db().snapshot() }
     }
 
     fn compact(&self, column: usize) -> Result<()> {
         let mut opts = CompactOptions::default();
         opts.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
-        self.db.compact_range_cf_opt(self.cf(column)?, None::<&[u8]>, None::<&[u8]>, &opts);
+        self.db().compact_range_cf_opt(self.cf(column)?, None::<&[u8]>, None::<&[u8]>, &opts);
         Ok(())
     }
 
     fn flush(&self) -> Result<()> {
         let cfs = (0..self.names.len()).map(|c| self.cf(c)).collect::<Result<Vec<_>>>()?;
-        self.db.flush_cfs_opt(&cfs, &FlushOptions::default())?;
-        self.db.flush_wal(true)?;
+        self.db().flush_cfs_opt(&cfs, &FlushOptions::default())?;
+        self.db().flush_wal(true)?;
         Ok(())
     }
 }
