@@ -9,8 +9,8 @@
 //! every key starts with a fixed prefix; blob files for large values; atomic
 //! flush across families; and a WAL sync policy ([`Durability`]).
 
-use std::path::{Path, PathBuf};
 use std::cell::Cell;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
@@ -161,7 +161,11 @@ impl RocksBackend {
     }
 
     fn cf(&self, column: usize) -> Result<&ColumnFamily> {
-        self.db.borrow_dependent().get(column).copied().ok_or_else(|| StoreError::Backend(format!("no column {column}")))
+        self.db
+            .borrow_dependent()
+            .get(column)
+            .copied()
+            .ok_or_else(|| StoreError::Backend(format!("no column {column}")))
     }
 
     fn read_options(&self, column: usize, range: &RawRange) -> ReadOptions {
@@ -226,12 +230,7 @@ fn column_options(name: &str, options: &ColumnOptions, cache: &Cache) -> Options
     opts.set_level_compaction_dynamic_level_bytes(true);
     if let Some(len) = options.prefix_len {
         opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(len));
-    }
-    if options.prefix_len.is_some() || options.access != Access::Scan {
-        // A memtable bloom filter (prefixes, and whole keys for point lookups) answers most
-        // misses without walking the memtable's skip list.
         opts.set_memtable_prefix_bloom_ratio(0.1);
-        opts.set_memtable_whole_key_filtering(options.access != Access::Scan);
     }
     if let Some(min) = options.blob_min_size {
         opts.set_enable_blob_files(true);
