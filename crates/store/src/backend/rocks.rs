@@ -113,6 +113,10 @@ impl RocksBackend {
         let write_buffers =
             WriteBufferManager::new_write_buffer_manager_with_cache(config.write_buffer_bytes, false, cache.clone());
 
+        // Each family's memtable is a quarter of the shared budget (at most RocksDB's default
+        // 64 MiB, at least 1 MiB): its prefix bloom filter (a tenth of it) is charged to the
+        // budget too, and families sized past the budget would switch memtables on every write.
+        let memtable_bytes = (config.write_buffer_bytes / 4).clamp(1 << 20, 64 << 20);
         let mut db_opts = Options::default();
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
@@ -125,7 +129,7 @@ impl RocksBackend {
         let descriptors: Vec<ColumnFamilyDescriptor> = S::ALL
             .iter()
             .zip(&options)
-            .map(|(c, o)| ColumnFamilyDescriptor::new(c.name(), column_options(c.name(), o, &cache)))
+            .map(|(c, o)| ColumnFamilyDescriptor::new(c.name(), column_options(c.name(), o, &cache, memtable_bytes)))
             .collect();
         let db = Arc::new(DB::open_cf_descriptors(&db_opts, &path, descriptors)?);
         let mut write_options = WriteOptions::default();
@@ -212,7 +216,7 @@ fn spawn_flusher(db: Arc<DB>, every: Duration) -> Result<(mpsc::Sender<()>, Join
 }
 
 /// Translates a column's neutral options into RocksDB options.
-fn column_options(name: &str, options: &ColumnOptions, cache: &Cache) -> Options {
+fn column_options(name: &str, options: &ColumnOptions, cache: &Cache, memtable_bytes: usize) -> Options {
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(cache);
     table.set_cache_index_and_filter_blocks(true);
@@ -228,6 +232,7 @@ fn column_options(name: &str, options: &ColumnOptions, cache: &Cache) -> Options
     opts.set_compression_type(DBCompressionType::Lz4);
     opts.set_bottommost_compression_type(DBCompressionType::Zstd);
     opts.set_level_compaction_dynamic_level_bytes(true);
+    opts.set_write_buffer_size(memtable_bytes);
     if let Some(len) = options.prefix_len {
         opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(len));
         opts.set_memtable_prefix_bloom_ratio(0.1);
