@@ -16,11 +16,11 @@ use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
 use libp2p::{gossipsub, identity, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
 use net_support::*;
 use tokio::sync::{mpsc, oneshot};
-use weft_node::context::sign_delta;
+use weft_node::context::{sign_delta, RepairEntry, WalkReply};
 use weft_node::net::protocol::{self, Gossip, SyncRequest, SyncResponse, MAX_FRAME, SYNC_PROTOCOL};
 use weft_primitives::{
-    ApplicationId, ContextDagDeltaValue, DeltaId, Hash, HybridTimestamp, OpBody, OpContent, OpId, Role, SecretKey,
-    Signature, SignedOp, UpgradePolicy,
+    ApplicationId, ContextDagDeltaValue, DeltaId, Hash, HybridTimestamp, KeyVersion, OpBody, OpContent, OpId, Role,
+    SecretKey, Signature, SignedOp, UpgradePolicy,
 };
 
 const TICK: Duration = Duration::from_millis(300);
@@ -119,9 +119,32 @@ impl Lies {
                 SyncResponse::NamespaceStatus { heads: vec![OpId::from_bytes([0x77; 32])] }
             }
             Some(SyncRequest::Ops { .. }) => SyncResponse::Ops { ops: vec![self.forged_op.clone()], more: true },
+            Some(SyncRequest::RepairWalk { nodes, .. }) => SyncResponse::RepairWalk {
+                replies: nodes
+                    .iter()
+                    .map(|_| WalkReply::Leaves(vec![(b"forged".to_vec(), Hash::digest(b"x"))]))
+                    .collect(),
+            },
+            Some(SyncRequest::RepairEntries { keys, .. }) => {
+                SyncResponse::RepairEntries { entries: vec![forged_entry()], answered: keys.len() as u32 }
+            }
             None => SyncResponse::Unknown,
         };
         protocol::encode(&response).unwrap()
+    }
+}
+
+/// A repair entry no delta wrote, with a version from the far future.
+fn forged_entry() -> RepairEntry {
+    RepairEntry {
+        key: b"forged".to_vec(),
+        value: Some(b"evil".to_vec()),
+        version: KeyVersion {
+            hlc: HybridTimestamp { physical_ms: u64::MAX, logical: 0 },
+            author: SecretKey::from_bytes(&[0x99; 32]).public_key(),
+            delta_id: DeltaId::from_bytes([0x99; 32]),
+            deleted: false,
+        },
     }
 }
 
@@ -368,6 +391,20 @@ async fn garbage_oversized_forged_and_replayed_messages_are_rejected_and_the_oth
         protocol::decode::<SyncResponse>(&answer[4..]).unwrap(),
         SyncResponse::Status { heads: view.heads.clone(), root_hash: view.root_hash }
     );
+    // A repair exchange pushing an entry no delta wrote: answered, refused, not adopted.
+    let push = protocol::encode(&SyncRequest::RepairEntries {
+        context_id: CTX,
+        entries: vec![forged_entry()],
+        keys: vec![b"forged".to_vec()],
+    })
+    .unwrap();
+    let answer = request(&cmds, a_peer, push).await.expect("a repair exchange is served");
+    assert_eq!(
+        protocol::decode::<SyncResponse>(&answer[4..]).unwrap(),
+        SyncResponse::RepairEntries { entries: vec![], answered: 1 }
+    );
+    assert_eq!(a.engine.get(&CTX, b"forged").unwrap(), None);
+    assert_eq!(a.net.stats().repair_rejected.load(Ordering::Relaxed), 1);
 
     // Meanwhile A asks the adversary for status and deltas on every tick and gets lies:
     // forged deltas, oversized and garbage frames, a forged op. Let several rounds pass

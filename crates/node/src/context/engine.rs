@@ -38,6 +38,15 @@ use weft_store::{Backend, PrefixBy, RawTail, Read, Store, StoreError, WriteBatch
 use super::delta::{check_shape, check_signature, check_signatures, sign_delta, DeltaLimits, InvalidDelta};
 use super::merkle::{self, Change, TrieNode, TrieStore};
 
+// Merkle repair lives in its own file, as a child of this module (it needs the engine's
+// apply lock, trie cache and helpers).
+#[path = "repair.rs"]
+mod repair;
+pub use repair::{
+    hash_prefix, HashPrefix, RepairEntry, RepairOutcome, RepairWalk, WalkNode, WalkReply, MAX_PATH, MAX_SESSION_KEYS,
+    SMALL_SUBTREE_CHILDREN, SMALL_SUBTREE_LEAVES, WALK_HASH_BYTES, WALK_LEAVES,
+};
+
 /// Decides whether an author may write to a context (governance plugs in here).
 pub trait Authorizer {
     /// Whether `author` may write `delta` to `context`.

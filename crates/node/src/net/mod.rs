@@ -42,8 +42,21 @@
 //!   not followed by another request until the next tick, so a peer lying about
 //!   its heads costs one round trip per tick.
 //!
-//! Not yet here (see the open issue): encryption of gossip under the group key,
-//! snapshot transfer for fresh joins and Merkle-walk repair of divergent state.
+//! - **Repair**: equal heads with different roots (seen by anti-entropy, or after
+//!   a delta applied on its parents did not give its author's root, which asks the
+//!   sender for its status) start a repair session with that peer — by the side
+//!   with the smaller peer id, at most one per (peer, context) and
+//!   [`MAX_REPAIR_SESSIONS`] in all, and not again within half an anti-entropy
+//!   interval of the last one. The asker walks both Merkle tries two levels per
+//!   round trip, many paths per request, descending only where hashes differ
+//!   (`RepairWalk`), then exchanges its entries for the differing keys with the
+//!   peer's (`RepairEntries`); each side merges the other's by the delta merge
+//!   rule, adopting only entries backed by deltas it has applied (see
+//!   [`crate::context::RepairWalk`]). A [`NetEvent::Repaired`] reports the
+//!   session; round trips and bytes are counted in [`NetStats`].
+//!
+//! Not yet here (see the open issue): encryption of gossip under the group key and
+//! snapshot transfer for fresh joins.
 //! Deltas and ops are served to any peer that asks for a context or namespace
 //! this node holds (no membership check on serving until payloads are encrypted).
 
@@ -63,11 +76,13 @@ use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, GovPosition, Nam
 use weft_store::schema::NamespaceGovHead;
 use weft_store::{Backend, Prefix, Read};
 
-use crate::context::{check_signature, Authorizer, ContextEngine, EngineError};
+use crate::context::{
+    check_signature, Authorizer, ContextEngine, EngineError, RepairEntry, RepairWalk, WalkNode, WalkReply,
+};
 use crate::governance::{Governance, GovernanceError, Submitted};
 use protocol::{
     Gossip, SyncCodec, SyncRequest, SyncResponse, MAX_DELTAS_PER_RESPONSE, MAX_FRAME, MAX_OPS_PER_RESPONSE,
-    SYNC_PROTOCOL,
+    MAX_REPAIR_KEYS, MAX_WALK_ITEMS, REPAIR_BUDGET, SYNC_PROTOCOL,
 };
 
 /// Most context deltas held back because the governance position they cite is
@@ -79,6 +94,12 @@ pub const MAX_DEFERRED_BYTES: usize = 64 << 20;
 
 /// How long a deferred delta waits for its cited ops before it is dropped.
 pub const DEFERRED_TTL: Duration = Duration::from_secs(120);
+
+/// Most repair sessions this node runs at once (as the asking side).
+pub const MAX_REPAIR_SESSIONS: usize = 4;
+
+/// Most round trips of one repair session (a walk takes about half the trie depth).
+pub const MAX_REPAIR_ROUNDS: u64 = 64;
 
 /// Network settings.
 #[derive(Clone, Debug)]
@@ -192,6 +213,21 @@ pub enum NetEvent {
         /// Why.
         reason: String,
     },
+    /// A repair session with a peer ended (this node asked), or a peer's repair entries
+    /// changed this node's state (this node answered).
+    Repaired {
+        /// The context.
+        context_id: ContextId,
+        /// The peer.
+        peer: PeerId,
+        /// Keys whose state or version changed on this node.
+        keys: u64,
+        /// Round trips of the session (0 when this node answered).
+        round_trips: u64,
+        /// Bytes of the session's requests and responses, frames included (0 when this
+        /// node answered).
+        bytes: u64,
+    },
 }
 
 /// A connected peer.
@@ -232,6 +268,25 @@ pub struct NetStats {
     pub deferred_accepted: AtomicU64,
     /// Deferred deltas dropped (buffer full or waited longer than [`DEFERRED_TTL`]).
     pub deferred_dropped: AtomicU64,
+    /// Sync requests sent to peers (each one round trip).
+    pub sync_requests_sent: AtomicU64,
+    /// Responses received to them.
+    pub sync_responses_received: AtomicU64,
+    /// Bytes of sync frames sent (requests and served responses, length prefixes included;
+    /// not counting the multistream, Yamux, Noise and TCP framing around them).
+    pub sync_bytes_sent: AtomicU64,
+    /// Bytes of sync frames received (requests served and responses), counted the same way.
+    pub sync_bytes_received: AtomicU64,
+    /// Repair sessions started (equal heads, different roots).
+    pub repair_sessions: AtomicU64,
+    /// Round trips of repair sessions this node asked.
+    pub repair_round_trips: AtomicU64,
+    /// Bytes of repair requests and responses of sessions this node asked, frames included.
+    pub repair_bytes: AtomicU64,
+    /// Keys whose state or version repair changed here (asking or answering).
+    pub repaired_keys: AtomicU64,
+    /// Repair entries refused here (malformed, or not backed by a delta applied here).
+    pub repair_rejected: AtomicU64,
 }
 
 enum Command {
@@ -318,6 +373,8 @@ impl Network {
             deferred: VecDeque::new(),
             deferred_ids: HashSet::new(),
             deferred_bytes: 0,
+            repairs: HashMap::new(),
+            last_repair: HashMap::new(),
         };
         for addr in driver.config.listen.clone() {
             driver
@@ -483,6 +540,22 @@ enum Pending {
     Deltas(ContextId),
     NamespaceStatus(NamespaceId),
     Ops(NamespaceId),
+    RepairWalk(ContextId),
+    RepairEntries(ContextId),
+}
+
+/// A repair session this node asked for (see [`RepairWalk`]).
+struct Repair {
+    walk: RepairWalk,
+    /// The walk items in flight.
+    sent: Vec<(Vec<u8>, Option<WalkNode>)>,
+    /// Differing keys not exchanged yet (`None` until the walk is done).
+    keys: Option<VecDeque<Vec<u8>>>,
+    /// The keys of the exchange in flight.
+    in_flight: Vec<Vec<u8>>,
+    round_trips: u64,
+    bytes: u64,
+    repaired: u64,
 }
 
 /// A context delta waiting for the governance ops it cites.
@@ -520,6 +593,10 @@ struct Driver<B: Backend> {
     deferred: VecDeque<Deferred>,
     deferred_ids: HashSet<DeltaId>,
     deferred_bytes: usize,
+    /// Repair sessions under way, by (peer, context).
+    repairs: HashMap<(PeerId, ContextId), Repair>,
+    /// When the last repair session with a peer over a context ended.
+    last_repair: HashMap<(PeerId, ContextId), Instant>,
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -682,8 +759,15 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.retry_deferred(None);
     }
 
+    /// Sends a sync request, counting it and its bytes in [`NetStats`].
+    fn send_sync_request(&mut self, peer: PeerId, request: SyncRequest) -> OutboundRequestId {
+        self.stats.sync_requests_sent.fetch_add(1, Ordering::Relaxed);
+        self.stats.sync_bytes_sent.fetch_add(frame_len(&request), Ordering::Relaxed);
+        self.swarm.behaviour_mut().sync.send_request(&peer, request)
+    }
+
     fn ask_status(&mut self, peer: PeerId, context_id: ContextId) {
-        let id = self.swarm.behaviour_mut().sync.send_request(&peer, SyncRequest::Status { context_id });
+        let id = self.send_sync_request(peer, SyncRequest::Status { context_id });
         self.pending.insert(id, Pending::Status(context_id));
     }
 
@@ -699,7 +783,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             self.stats.sync_sessions.fetch_add(1, Ordering::Relaxed);
         }
         let max = self.config.sync_batch.min(MAX_DELTAS_PER_RESPONSE);
-        let id = self.swarm.behaviour_mut().sync.send_request(&peer, SyncRequest::Deltas { context_id, heads, max });
+        let id = self.send_sync_request(peer, SyncRequest::Deltas { context_id, heads, max });
         self.pending.insert(id, Pending::Deltas(context_id));
     }
 
@@ -729,6 +813,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 }
                 self.catching_up.retain(|(p, _)| *p != peer_id);
                 self.namespace_catching_up.retain(|(p, _)| *p != peer_id);
+                self.repairs.retain(|(p, _), _| *p != peer_id);
+                self.last_repair.retain(|(p, _), _| *p != peer_id);
             }
             SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })) => {
                 for addr in info.listen_addrs {
@@ -751,10 +837,14 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 match message {
                     request_response::Message::Request { request, channel, .. } => {
                         self.stats.requests_served.fetch_add(1, Ordering::Relaxed);
-                        let response = self.serve(request);
+                        self.stats.sync_bytes_received.fetch_add(frame_len(&request), Ordering::Relaxed);
+                        let response = self.serve(peer, request);
+                        self.stats.sync_bytes_sent.fetch_add(frame_len(&response), Ordering::Relaxed);
                         let _ = self.swarm.behaviour_mut().sync.send_response(channel, response);
                     }
                     request_response::Message::Response { request_id, response } => {
+                        self.stats.sync_responses_received.fetch_add(1, Ordering::Relaxed);
+                        self.stats.sync_bytes_received.fetch_add(frame_len(&response), Ordering::Relaxed);
                         match self.pending.remove(&request_id) {
                             Some(Pending::Status(context_id)) => self.on_status(peer, context_id, response),
                             Some(Pending::Deltas(context_id)) => self.on_deltas(peer, context_id, response),
@@ -762,6 +852,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                                 self.on_namespace_status(peer, namespace_id, response)
                             }
                             Some(Pending::Ops(namespace_id)) => self.on_ops(peer, namespace_id, response),
+                            Some(Pending::RepairWalk(context_id)) => self.on_repair_walk(peer, context_id, response),
+                            Some(Pending::RepairEntries(context_id)) => {
+                                self.on_repair_entries(peer, context_id, response)
+                            }
                             None => {}
                         }
                     }
@@ -780,6 +874,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 Some(Pending::NamespaceStatus(namespace_id) | Pending::Ops(namespace_id)) => {
                     tracing::debug!(%peer, %namespace_id, %error, "namespace sync request failed");
                     self.namespace_catching_up.remove(&(peer, namespace_id));
+                }
+                Some(Pending::RepairWalk(context_id) | Pending::RepairEntries(context_id)) => {
+                    tracing::debug!(%peer, %context_id, %error, "repair request failed");
+                    self.repairs.remove(&(peer, context_id));
+                    self.last_repair.insert((peer, context_id), Instant::now());
                 }
                 None => {}
             },
@@ -814,6 +913,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 if !outcome.missing.is_empty() && !self.catching_up.contains(&(source, context_id)) {
                     self.ask_deltas(source, context_id);
                 }
+                if !outcome.divergences.is_empty() {
+                    // Not the author's root: compare with the sender, which repairs if heads match.
+                    self.ask_status(source, context_id);
+                }
                 gossipsub::MessageAcceptance::Accept
             }
             Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
@@ -833,8 +936,12 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         gossipsub::MessageAcceptance::Reject
     }
 
-    fn serve(&self, request: SyncRequest) -> SyncResponse {
+    fn serve(&self, peer: PeerId, request: SyncRequest) -> SyncResponse {
         match request {
+            SyncRequest::RepairWalk { context_id, nodes } => self.serve_repair_walk(&context_id, nodes),
+            SyncRequest::RepairEntries { context_id, entries, keys } => {
+                self.serve_repair_entries(peer, context_id, entries, keys)
+            }
             SyncRequest::NamespaceStatus { namespace_id } => match &self.governance {
                 Some(governance) => match governance.heads(&namespace_id) {
                     Ok(heads) if !heads.is_empty() => SyncResponse::NamespaceStatus { heads },
@@ -898,6 +1005,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 self.in_sync.entry(context_id).or_default().remove(&peer);
                 tracing::warn!(%context_id, %peer, "equal heads, different roots: divergence");
                 self.emit(NetEvent::Diverged { context_id, peer });
+                self.start_repair(peer, context_id);
             }
             return;
         }
@@ -952,13 +1060,238 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
     }
 
+    // ---- repair ----
+
+    /// Starts a repair session with `peer` (equal heads, different roots) unless the
+    /// peer is the one to ask (the side with the smaller peer id asks), one is under way,
+    /// [`MAX_REPAIR_SESSIONS`] are, or the last one ended within half an anti-entropy
+    /// interval (the next tick retries).
+    fn start_repair(&mut self, peer: PeerId, context_id: ContextId) {
+        let key = (peer, context_id);
+        let recent = self.last_repair.get(&key).is_some_and(|t| t.elapsed() < self.config.anti_entropy_interval / 2);
+        if *self.swarm.local_peer_id() > peer
+            || recent
+            || self.repairs.contains_key(&key)
+            || self.repairs.len() >= MAX_REPAIR_SESSIONS
+        {
+            return;
+        }
+        let walk = match self.engine.repair_walk(&context_id) {
+            Ok(walk) => walk,
+            Err(e) => {
+                tracing::warn!(%context_id, error = %e, "cannot start a repair");
+                return;
+            }
+        };
+        tracing::info!(%context_id, %peer, "repairing divergent state");
+        self.stats.repair_sessions.fetch_add(1, Ordering::Relaxed);
+        let repair =
+            Repair { walk, sent: Vec::new(), keys: None, in_flight: Vec::new(), round_trips: 0, bytes: 0, repaired: 0 };
+        self.repair_next(peer, context_id, repair);
+    }
+
+    /// Sends a session's next request: more of the walk, then the differing keys' entries
+    /// in chunks under the budget; ends the session when nothing is left.
+    fn repair_next(&mut self, peer: PeerId, context_id: ContextId, mut repair: Repair) {
+        if repair.round_trips >= MAX_REPAIR_ROUNDS {
+            tracing::warn!(%context_id, %peer, "repair session stopped at its round-trip limit");
+            return self.finish_repair(peer, context_id, repair);
+        }
+        let (request, pending) = if !repair.walk.is_done() {
+            let nodes = repair.walk.request(MAX_WALK_ITEMS, REPAIR_BUDGET);
+            repair.sent = nodes.clone();
+            (SyncRequest::RepairWalk { context_id, nodes }, Pending::RepairWalk(context_id))
+        } else {
+            if repair.keys.is_none() {
+                repair.keys = Some(repair.walk.differing_keys().into());
+            }
+            let chunk: Vec<Vec<u8>> = repair.keys.iter().flatten().take(MAX_REPAIR_KEYS).cloned().collect();
+            if chunk.is_empty() {
+                return self.finish_repair(peer, context_id, repair);
+            }
+            let ours = match self.engine.repair_entries(&context_id, &chunk) {
+                Ok(entries) => entries,
+                Err(e) => {
+                    tracing::warn!(%context_id, error = %e, "cannot read entries to repair");
+                    return self.finish_repair(peer, context_id, repair);
+                }
+            };
+            let mut ours: HashMap<Vec<u8>, RepairEntry> = ours.into_iter().map(|e| (e.key.clone(), e)).collect();
+            let mut keys = Vec::new();
+            let mut entries = Vec::new();
+            let mut bytes = 0usize;
+            for key in chunk {
+                let entry = ours.remove(&key);
+                let size = key.len() + 4 + entry.as_ref().map_or(0, |e| borsh::object_length(e).unwrap_or(usize::MAX));
+                if !keys.is_empty() && bytes.saturating_add(size) > REPAIR_BUDGET {
+                    break;
+                }
+                bytes = bytes.saturating_add(size);
+                keys.push(key);
+                entries.extend(entry);
+            }
+            if let Some(left) = repair.keys.as_mut() {
+                left.drain(..keys.len().min(left.len()));
+            }
+            repair.in_flight = keys.clone();
+            (SyncRequest::RepairEntries { context_id, entries, keys }, Pending::RepairEntries(context_id))
+        };
+        let size = frame_len(&request);
+        repair.bytes += size;
+        self.stats.repair_bytes.fetch_add(size, Ordering::Relaxed);
+        let id = self.send_sync_request(peer, request);
+        self.pending.insert(id, pending);
+        self.repairs.insert((peer, context_id), repair);
+    }
+
+    /// Counts a repair response of the session with `peer`, taking the session out.
+    fn repair_response(&mut self, peer: PeerId, context_id: ContextId, response: &SyncResponse) -> Option<Repair> {
+        let mut repair = self.repairs.remove(&(peer, context_id))?;
+        let size = frame_len(response);
+        repair.round_trips += 1;
+        repair.bytes += size;
+        self.stats.repair_round_trips.fetch_add(1, Ordering::Relaxed);
+        self.stats.repair_bytes.fetch_add(size, Ordering::Relaxed);
+        Some(repair)
+    }
+
+    fn on_repair_walk(&mut self, peer: PeerId, context_id: ContextId, response: SyncResponse) {
+        let Some(mut repair) = self.repair_response(peer, context_id, &response) else {
+            return;
+        };
+        let SyncResponse::RepairWalk { replies } = response else {
+            return self.finish_repair(peer, context_id, repair);
+        };
+        let sent = std::mem::take(&mut repair.sent);
+        match self.engine.repair_walk_absorb(&mut repair.walk, sent, replies) {
+            Ok(true) => self.repair_next(peer, context_id, repair),
+            Ok(false) => {
+                tracing::info!(%context_id, %peer, "malformed repair walk reply");
+                self.emit(NetEvent::Rejected { context_id, peer, reason: "malformed repair walk reply".into() });
+                self.finish_repair(peer, context_id, repair);
+            }
+            Err(e) => {
+                tracing::warn!(%context_id, error = %e, "repair walk failed");
+                self.finish_repair(peer, context_id, repair);
+            }
+        }
+    }
+
+    fn on_repair_entries(&mut self, peer: PeerId, context_id: ContextId, response: SyncResponse) {
+        let Some(mut repair) = self.repair_response(peer, context_id, &response) else {
+            return;
+        };
+        let SyncResponse::RepairEntries { entries, answered } = response else {
+            return self.finish_repair(peer, context_id, repair);
+        };
+        let asked = std::mem::take(&mut repair.in_flight);
+        let answered = usize::try_from(answered).unwrap_or(usize::MAX).min(asked.len());
+        let (done, rest) = asked.split_at(answered);
+        if let Some(left) = repair.keys.as_mut() {
+            // Unanswered keys are asked again next, in order.
+            for key in rest.iter().rev() {
+                left.push_front(key.clone());
+            }
+        }
+        let wanted: HashSet<&[u8]> = done.iter().map(Vec::as_slice).collect();
+        let entries: Vec<RepairEntry> = entries.into_iter().filter(|e| wanted.contains(e.key.as_slice())).collect();
+        match self.engine.repair_merge_keys(&context_id, done, entries) {
+            Ok(outcome) => {
+                repair.repaired += outcome.repaired as u64;
+                self.stats.repaired_keys.fetch_add(outcome.repaired as u64, Ordering::Relaxed);
+                self.stats.repair_rejected.fetch_add(outcome.rejected as u64, Ordering::Relaxed);
+                if outcome.rejected > 0 {
+                    tracing::info!(%context_id, %peer, rejected = outcome.rejected, "repair entries refused");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(%context_id, error = %e, "repair merge failed");
+                return self.finish_repair(peer, context_id, repair);
+            }
+        }
+        if answered == 0 {
+            // No progress: stop here; the next tick tries again.
+            return self.finish_repair(peer, context_id, repair);
+        }
+        self.repair_next(peer, context_id, repair);
+    }
+
+    /// Ends a session: reports it and confirms with a status request (equal roots at
+    /// equal heads make the peer in sync).
+    fn finish_repair(&mut self, peer: PeerId, context_id: ContextId, repair: Repair) {
+        self.last_repair.insert((peer, context_id), Instant::now());
+        tracing::info!(
+            %context_id, %peer, keys = repair.repaired, round_trips = repair.round_trips, bytes = repair.bytes,
+            truncated = repair.walk.truncated, "repair session ended"
+        );
+        self.emit(NetEvent::Repaired {
+            context_id,
+            peer,
+            keys: repair.repaired,
+            round_trips: repair.round_trips,
+            bytes: repair.bytes,
+        });
+        if self.swarm.is_connected(&peer) {
+            self.ask_status(peer, context_id);
+        }
+    }
+
+    fn serve_repair_walk(&self, context_id: &ContextId, nodes: Vec<(Vec<u8>, Option<WalkNode>)>) -> SyncResponse {
+        let count = nodes.len();
+        let items = nodes.get(..count.min(MAX_WALK_ITEMS)).unwrap_or_default();
+        match self.engine.repair_walk_reply(context_id, items, REPAIR_BUDGET) {
+            Ok(mut replies) => {
+                replies.resize(count, WalkReply::Later);
+                SyncResponse::RepairWalk { replies }
+            }
+            Err(_) => SyncResponse::Unknown,
+        }
+    }
+
+    fn serve_repair_entries(
+        &self,
+        peer: PeerId,
+        context_id: ContextId,
+        mut entries: Vec<RepairEntry>,
+        mut keys: Vec<Vec<u8>>,
+    ) -> SyncResponse {
+        keys.truncate(MAX_REPAIR_KEYS);
+        entries.truncate(MAX_REPAIR_KEYS);
+        let (outcome, ours) = match self.engine.repair_exchange(&context_id, &keys, entries) {
+            Ok(x) => x,
+            Err(_) => return SyncResponse::Unknown,
+        };
+        self.stats.repaired_keys.fetch_add(outcome.repaired as u64, Ordering::Relaxed);
+        self.stats.repair_rejected.fetch_add(outcome.rejected as u64, Ordering::Relaxed);
+        if outcome.repaired > 0 {
+            self.emit(NetEvent::Repaired { context_id, peer, keys: outcome.repaired as u64, round_trips: 0, bytes: 0 });
+        }
+        // Answer the keys in the order asked, under the budget.
+        let mut ours: HashMap<Vec<u8>, RepairEntry> = ours.into_iter().map(|e| (e.key.clone(), e)).collect();
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        let mut answered = 0u32;
+        for key in &keys {
+            if let Some(entry) = ours.remove(key) {
+                let size = borsh::object_length(&entry).unwrap_or(usize::MAX);
+                if answered > 0 && bytes.saturating_add(size) > REPAIR_BUDGET {
+                    break;
+                }
+                bytes = bytes.saturating_add(size);
+                out.push(entry);
+            }
+            answered += 1;
+        }
+        SyncResponse::RepairEntries { entries: out, answered }
+    }
+
     // ---- governance ----
 
     fn ask_namespace_status(&mut self, peer: PeerId, namespace_id: NamespaceId) {
         if self.governance.is_none() {
             return;
         }
-        let id = self.swarm.behaviour_mut().sync.send_request(&peer, SyncRequest::NamespaceStatus { namespace_id });
+        let id = self.send_sync_request(peer, SyncRequest::NamespaceStatus { namespace_id });
         self.pending.insert(id, Pending::NamespaceStatus(namespace_id));
     }
 
@@ -978,7 +1311,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             self.stats.sync_sessions.fetch_add(1, Ordering::Relaxed);
         }
         let max = self.config.sync_batch.min(MAX_OPS_PER_RESPONSE);
-        let id = self.swarm.behaviour_mut().sync.send_request(&peer, SyncRequest::Ops { namespace_id, heads, max });
+        let id = self.send_sync_request(peer, SyncRequest::Ops { namespace_id, heads, max });
         self.pending.insert(id, Pending::Ops(namespace_id));
     }
 
@@ -1233,6 +1566,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             }
         }
     }
+}
+
+/// The bytes `msg` takes on a sync stream: its Borsh encoding and the 4-byte length prefix.
+fn frame_len<T: borsh::BorshSerialize>(msg: &T) -> u64 {
+    borsh::object_length(msg).map_or(0, |n| n as u64 + 4)
 }
 
 /// The ops a peer with `heads` lacks, in topological order, under the count and frame limits.

@@ -9,6 +9,8 @@
 //! | `Deltas { context, heads, max }` | `Deltas { deltas, more }` | catch-up: the deltas the asker lacks given its heads, in topological order, at most `max` (and [`MAX_FRAME`] bytes) per response |
 //! | `NamespaceStatus { namespace }` | `NamespaceStatus { heads }` | the governance in-sync check: the namespace op log's heads |
 //! | `Ops { namespace, heads, max }` | `Ops { ops, more }` | governance catch-up: the ops the asker lacks given its heads, in topological order, at most `max` (and [`MAX_FRAME`] bytes) per response |
+//! | `RepairWalk { context, nodes }` | `RepairWalk { replies }` | repair, walking the Merkle tries: the asker's nodes at up to [`MAX_WALK_ITEMS`] paths; per path the responder answers `Same`, its nodes at the children that differ, or its leaves below (see [`crate::context::RepairWalk`]) |
+//! | `RepairEntries { context, entries, keys }` | `RepairEntries { entries, answered }` | repair, exchanging the differing keys: the asker's entries (merged by the responder) and the keys it wants; the responder's entries for the first `answered` keys |
 //!
 //! Either side answers `Unknown` for a context or namespace it does not hold.
 //! Gossip payloads are one [`Gossip`] message without the length prefix: a delta
@@ -23,6 +25,8 @@ use borsh::{BorshDeserialize, BorshSerialize};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, Hash, NamespaceId, OpId, SignedOp};
 
+use crate::context::{RepairEntry, WalkNode, WalkReply};
+
 /// The sync protocol's name.
 pub const SYNC_PROTOCOL: &str = "/weft/sync/1";
 
@@ -34,6 +38,16 @@ pub const MAX_DELTAS_PER_RESPONSE: u32 = 2048;
 
 /// Most governance ops one `Ops` response carries.
 pub const MAX_OPS_PER_RESPONSE: u32 = 1024;
+
+/// Most paths one `RepairWalk` request carries (more are answered `Later`).
+pub const MAX_WALK_ITEMS: usize = 4096;
+
+/// Most keys, and most entries, one `RepairEntries` request carries (more are ignored).
+pub const MAX_REPAIR_KEYS: usize = 4096;
+
+/// Most bytes of nodes, replies or entries in one repair request or response (well
+/// under [`MAX_FRAME`]).
+pub const REPAIR_BUDGET: usize = 4 << 20;
 
 /// A gossip message on a context's topic.
 #[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
@@ -75,6 +89,24 @@ pub enum SyncRequest {
         /// Most ops wanted in this response (capped at [`MAX_OPS_PER_RESPONSE`]).
         max: u32,
     },
+    /// Repair walk: the asker's Merkle trie nodes at these paths, for the responder to
+    /// compare with its own.
+    RepairWalk {
+        /// The context.
+        context_id: ContextId,
+        /// Paths (one nibble per byte) with the asker's node at each (`None`: it has none).
+        nodes: Vec<(Vec<u8>, Option<WalkNode>)>,
+    },
+    /// Repair exchange: the asker's entries for keys where the states differ, to merge,
+    /// and the keys whose entries it wants.
+    RepairEntries {
+        /// The context.
+        context_id: ContextId,
+        /// The asker's entries (its winning versions, tombstones included).
+        entries: Vec<RepairEntry>,
+        /// The keys whose entries the asker wants.
+        keys: Vec<Vec<u8>>,
+    },
 }
 
 /// A sync response.
@@ -107,6 +139,19 @@ pub enum SyncResponse {
         ops: Vec<SignedOp>,
         /// More ops remain: ask again with the new heads.
         more: bool,
+    },
+    /// The answers to a `RepairWalk`, one per path, in order.
+    RepairWalk {
+        /// The answers.
+        replies: Vec<WalkReply>,
+    },
+    /// The responder's entries (after merging the asker's) for the first `answered` keys
+    /// asked, where they differ from what the asker sent.
+    RepairEntries {
+        /// The entries.
+        entries: Vec<RepairEntry>,
+        /// How many of the keys asked were answered; ask again for the rest.
+        answered: u32,
     },
 }
 
@@ -309,6 +354,111 @@ mod tests {
                          d44ffccc334374c8732ceab93ef860173e1d1b1579cb3f50ef588f8c7099bd09";
         assert_eq!(hex(op.content.signer.as_bytes()), signer);
         assert_eq!(hex(&payload), format!("01{id}{expected}{signature}"));
+    }
+
+    #[test]
+    fn golden_repair_walk_request_and_response() {
+        let req = SyncRequest::RepairWalk {
+            context_id: ContextId::from_bytes([0x11; 32]),
+            nodes: vec![
+                (vec![], Some(WalkNode::Branch(vec![(3, [0x22; 16])]))),
+                (vec![1, 2], Some(WalkNode::Leaf { key: b"k".to_vec(), value_hash: Hash::from_bytes([0x33; 32]) })),
+                (vec![4], None),
+            ],
+        };
+        // length 115 ‖ tag 4 ‖ context ‖ u32 LE 3 items ‖
+        // (path [] ‖ Some ‖ Branch ‖ u32 LE 1 ‖ nibble 3 ‖ 16-byte prefix) ‖
+        // (path [1, 2] ‖ Some ‖ Leaf ‖ key "k" ‖ value hash) ‖ (path [4] ‖ None)
+        assert_eq!(
+            hex(&encode(&req).unwrap()),
+            [
+                "0000007304".to_string(),
+                "11".repeat(32),
+                "03000000".into(),
+                "0000000001000100000003".into(),
+                "22".repeat(16),
+                "0200000001020101010000006b".into(),
+                "33".repeat(32),
+                "010000000400".into(),
+            ]
+            .concat()
+        );
+        assert_eq!(decode::<SyncRequest>(&encode(&req).unwrap()[4..]).unwrap(), req);
+        let res = SyncResponse::RepairWalk {
+            replies: vec![
+                WalkReply::Same,
+                WalkReply::Children(vec![
+                    (5, None),
+                    (6, Some(WalkNode::Leaf { key: b"a".to_vec(), value_hash: Hash::from_bytes([0x44; 32]) })),
+                    (7, Some(WalkNode::Leaves(vec![(b"c".to_vec(), Hash::from_bytes([0x66; 32]))]))),
+                ]),
+                WalkReply::Leaves(vec![(b"b".to_vec(), Hash::from_bytes([0x55; 32]))]),
+                WalkReply::Later,
+            ],
+        };
+        // length 140 ‖ tag 5 ‖ u32 LE 4 replies ‖ Same ‖
+        // Children (u32 LE 3 ‖ 5 None ‖ 6 Some Leaf "a" hash ‖ 7 Some Leaves (u32 LE 1 ‖ "c" hash)) ‖
+        // Leaves (u32 LE 1 ‖ "b" hash) ‖ Later
+        assert_eq!(
+            hex(&encode(&res).unwrap()),
+            [
+                "0000008c050400000000".to_string(),
+                "010300000005000601010100000061".into(),
+                "44".repeat(32),
+                "070102010000000100000063".into(),
+                "66".repeat(32),
+                "02010000000100000062".into(),
+                "55".repeat(32),
+                "03".into(),
+            ]
+            .concat()
+        );
+        assert_eq!(decode::<SyncResponse>(&encode(&res).unwrap()[4..]).unwrap(), res);
+    }
+
+    #[test]
+    fn golden_repair_entries_request_and_response() {
+        use weft_primitives::{HybridTimestamp, KeyVersion, PublicKey};
+        let version = KeyVersion {
+            hlc: HybridTimestamp { physical_ms: 1, logical: 2 },
+            author: PublicKey::from_bytes([0x66; 32]),
+            delta_id: DeltaId::from_bytes([0x77; 32]),
+            deleted: false,
+        };
+        let req = SyncRequest::RepairEntries {
+            context_id: ContextId::from_bytes([0x12; 32]),
+            entries: vec![RepairEntry { key: b"k".to_vec(), value: Some(b"v".to_vec()), version }],
+            keys: vec![b"k".to_vec(), b"z".to_vec()],
+        };
+        let version_hex =
+            |deleted: &str| format!("0100000000000000{}{}{}{deleted}", "02000000", "66".repeat(32), "77".repeat(32));
+        // length 139 ‖ tag 5 ‖ context ‖ u32 LE 1 entry ‖ (key "k" ‖ Some "v" ‖ version) ‖
+        // u32 LE 2 keys ‖ "k" ‖ "z"
+        assert_eq!(
+            hex(&encode(&req).unwrap()),
+            format!(
+                "0000008b05{}01000000{}{}{}",
+                "12".repeat(32),
+                "010000006b010100000076",
+                version_hex("00"),
+                "02000000010000006b010000007a",
+            )
+        );
+        assert_eq!(decode::<SyncRequest>(&encode(&req).unwrap()[4..]).unwrap(), req);
+        let res = SyncResponse::RepairEntries {
+            entries: vec![RepairEntry {
+                key: b"z".to_vec(),
+                value: None,
+                version: KeyVersion { deleted: true, ..version },
+            }],
+            answered: 2,
+        };
+        // length 92 ‖ tag 6 ‖ u32 LE 1 entry ‖ (key "z" ‖ None ‖ tombstone version) ‖ u32 LE 2 answered
+        assert_eq!(
+            hex(&encode(&res).unwrap()),
+            format!("0000005c0601000000{}{}{}", "010000007a00", version_hex("01"), "02000000")
+        );
+        assert_eq!(decode::<SyncResponse>(&encode(&res).unwrap()[4..]).unwrap(), res);
     }
 
     #[test]
