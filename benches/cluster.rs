@@ -1,0 +1,518 @@
+//! Cluster harness (issue 5): real nodes in this process, each with its own RocksDB in a
+//! temporary directory, talking libp2p over 127.0.0.1 (port 0). Prints one JSON object on
+//! standard output (progress goes to standard error):
+//!
+//! - `latency`: `WEFT_CLUSTER_NODES` nodes (default 3), each connected to every other. Node 0
+//!   writes one-key deltas at `WEFT_CLUSTER_RATE` writes/s (default 1,000) for
+//!   `WEFT_CLUSTER_SECONDS` seconds (default 10) and publishes each. A delta's latency runs
+//!   from just before its write on node 0 until every other node has reported it applied
+//!   (`NetEvent::Applied`). The writes form one chain, so a node whose only head is delta `d`
+//!   holds the state node 0 had right after writing `d`: whenever a receiver is seen at that
+//!   point its root is compared with the writer's (`root_checks`, `root_mismatches`). After
+//!   the last write every node must reach equal roots at equal heads (`converged_ms` after it).
+//! - `catch_up`: a second pair. Q syncs with P and stops; P writes `WEFT_CLUSTER_CATCHUP`
+//!   deltas (default 100,000); Q restarts on the same store and catches up to equal roots at
+//!   equal heads. Rate = missed deltas / time from Q's restart to convergence.
+//! - `in_sync_check`: that pair, now in sync; Q compares (heads, root) with P once. Round
+//!   trips and bytes of sync frames, from `NetStats` (the multistream, Yamux and Noise
+//!   framing around the frames is not counted there); `tcp_payload_bytes` is what the kernel
+//!   counted on Q's TCP connection to P meanwhile, all framing included (from `ss`; `null`
+//!   without it).
+//!
+//! Run: `cargo bench --workspace --bench cluster` (or `./x bench --bench cluster`). A quick
+//! smoke run: `WEFT_CLUSTER_SECONDS=2 WEFT_CLUSTER_CATCHUP=2000 cargo bench --workspace --bench cluster`.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use common::mix;
+use tokio::sync::broadcast::error::RecvError;
+use weft_node::config::Multiaddr;
+use weft_node::context::{AnyAuthor, ContextEngine, EngineConfig, EngineError};
+use weft_node::net::{NetConfig, NetEvent, NetStats, Network};
+use weft_primitives::{Action, ApplicationMeta, BlobMeta, ContextId, DeltaId, Hash, SecretKey};
+use weft_store::schema::Column;
+use weft_store::{RocksBackend, RocksConfig, Store};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+type R<T> = Result<T, Error>;
+type Engine = ContextEngine<RocksBackend>;
+
+const CTX: ContextId = ContextId([0xC1; 32]);
+
+/// Anti-entropy interval of the catch-up pair: long, so the only sync traffic is the one
+/// measured (catch-up starts when the connection opens; the harness nudges it if it stalls).
+const QUIET: Duration = Duration::from_secs(3600);
+
+fn env(name: &str, default: u64) -> R<u64> {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().map_err(|e| format!("{name}={v}: {e}").into()),
+        Err(_) => Ok(default),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn app() -> ApplicationMeta {
+    let blob = BlobMeta { blob_id: Default::default(), size: 0, hash: Default::default() };
+    ApplicationMeta {
+        application_id: Default::default(),
+        name: "cluster-bench".into(),
+        version: "1".into(),
+        bytecode: blob.clone(),
+        compiled: blob,
+        size: 0,
+        source: String::new(),
+        metadata: Vec::new(),
+        services: Vec::new(),
+    }
+}
+
+fn put(key: String) -> Vec<Action> {
+    vec![Action::Put { key: key.into_bytes(), value: vec![0xAB; 100] }]
+}
+
+/// Opens (creating if need be) a RocksDB store in `dir` holding the context, with the
+/// store's default settings (weftd's defaults too).
+fn open_engine(dir: &Path) -> R<Arc<Engine>> {
+    let store = Store::open(RocksBackend::open::<Column>(dir, &RocksConfig::default())?)?;
+    let engine = Arc::new(ContextEngine::new(store, EngineConfig::default()));
+    match engine.create_context(CTX, app()) {
+        Ok(()) | Err(EngineError::ContextExists(_)) => Ok(engine),
+        Err(e) => Err(e.into()),
+    }
+}
+
+struct Node {
+    engine: Arc<Engine>,
+    net: Network,
+    secret: SecretKey,
+}
+
+async fn start(engine: Arc<Engine>, seed: u8, bootstrap: Vec<Multiaddr>, anti_entropy: Duration) -> R<Node> {
+    let secret = SecretKey::from_bytes(&[seed; 32]);
+    let config = NetConfig {
+        listen: vec!["/ip4/127.0.0.1/tcp/0".parse()?],
+        bootstrap,
+        anti_entropy_interval: anti_entropy,
+        ..NetConfig::default()
+    };
+    let net = Network::start(config, &secret, engine.clone(), Arc::new(AnyAuthor), None).await?;
+    Ok(Node { engine, net, secret })
+}
+
+async fn listen_addr(net: &Network) -> R<Multiaddr> {
+    for _ in 0..500 {
+        if let Some(addr) = net.listen_addrs().await?.into_iter().next() {
+            return Ok(addr);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err("a node never listened".into())
+}
+
+/// Writes on `node` and publishes the delta; returns its id and the root after it.
+async fn write_and_publish(node: &Node, key: String) -> R<(DeltaId, Hash)> {
+    let (id, root) = node.engine.write(&CTX, &node.secret, put(key))?;
+    let delta = node.engine.delta(&CTX, &id)?.ok_or("a delta just written is not stored")?;
+    node.net.publish(CTX, delta).await?;
+    Ok((id, root))
+}
+
+/// Waits until every node has the same heads and root and nothing pending; returns how long
+/// that took. Every two seconds without convergence, each node is asked to compare with its
+/// peers now (the catch-up pair has no anti-entropy tick to do it).
+async fn converged(nodes: &[&Node], within: Duration) -> R<Duration> {
+    let started = Instant::now();
+    let mut nudged = Instant::now();
+    loop {
+        let views = nodes.iter().map(|n| n.engine.view(&CTX)).collect::<Result<Vec<_>, _>>()?;
+        let same = views.windows(2).all(|w| w[0].heads == w[1].heads && w[0].root_hash == w[1].root_hash);
+        if same && views.iter().all(|v| v.status.pending_count == 0) {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > within {
+            let counts: Vec<u64> = views.iter().map(|v| v.status.delta_count).collect();
+            return Err(format!("no equal roots at equal heads within {within:?} (delta counts {counts:?})").into());
+        }
+        if nudged.elapsed() > Duration::from_secs(2) {
+            for n in nodes {
+                n.net.sync_now(CTX).await?;
+            }
+            nudged = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Nearest-rank percentile of sorted `values`, in milliseconds with two decimals (`null`
+/// if there are none).
+fn percentile(sorted: &[Duration], p: f64) -> String {
+    if sorted.is_empty() {
+        return "null".into();
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    format!("{:.2}", sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e3)
+}
+
+/// What a receiving node saw.
+#[derive(Default)]
+struct Seen {
+    applied: HashMap<DeltaId, Instant>,
+    root_checks: u64,
+    root_mismatches: u64,
+    lagged: u64,
+}
+
+async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
+    if n < 2 {
+        return Err("WEFT_CLUSTER_NODES must be at least 2".into());
+    }
+    let dirs = (0..n).map(|_| tempfile::tempdir()).collect::<Result<Vec<_>, _>>()?;
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut addrs = Vec::new();
+    for (i, dir) in dirs.iter().enumerate() {
+        // Each node dials every node started before it: a full mesh.
+        let node =
+            start(open_engine(dir.path())?, 1 + i as u8, addrs.clone(), NetConfig::default().anti_entropy_interval)
+                .await?;
+        addrs.push(listen_addr(&node.net).await?);
+        nodes.push(node);
+    }
+    let all: Vec<&Node> = nodes.iter().collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for node in &nodes {
+        while node.net.in_sync_peers(CTX).await?.len() < n - 1 {
+            if Instant::now() > deadline {
+                return Err("the nodes did not all connect within 30 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // Warm up: let gossipsub form its mesh (heartbeats every 500 ms), then a few writes.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for i in 0..50 {
+        write_and_publish(&nodes[0], format!("warm/{i}")).await?;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    converged(&all, Duration::from_secs(30)).await?;
+    eprintln!("cluster: {n} nodes connected and warmed up; writing at {rate}/s for {seconds} s");
+
+    let roots: Arc<Mutex<HashMap<DeltaId, Hash>>> = Arc::default();
+    let mut seen = Vec::new();
+    let mut collectors = Vec::new();
+    for node in &nodes[1..] {
+        let record: Arc<Mutex<Seen>> = Arc::default();
+        seen.push(record.clone());
+        let mut events = node.net.subscribe();
+        let engine = node.engine.clone();
+        let roots = roots.clone();
+        collectors.push(tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(NetEvent::Applied { context_id, delta_ids }) if context_id == CTX => {
+                        let now = Instant::now();
+                        let mut record = lock(&record);
+                        for id in delta_ids {
+                            record.applied.entry(id).or_insert(now);
+                        }
+                        if let Ok(view) = engine.view(&CTX) {
+                            if let [head] = view.heads.as_slice() {
+                                if let Some(root) = lock(&roots).get(head) {
+                                    record.root_checks += 1;
+                                    record.root_mismatches += u64::from(*root != view.root_hash);
+                                }
+                            }
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(k)) => lock(&record).lagged += k,
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        }));
+    }
+
+    let total = rate * seconds;
+    let writer = {
+        let engine = nodes[0].engine.clone();
+        let net = nodes[0].net.clone();
+        let secret = nodes[0].secret.clone();
+        let roots = roots.clone();
+        let handle = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || -> R<(Vec<(DeltaId, Instant)>, Duration)> {
+            let interval = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+            let mut written = Vec::with_capacity(total as usize);
+            let started = Instant::now();
+            for i in 0..total {
+                let due = started + interval.mul_f64(i as f64);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                let t0 = Instant::now();
+                let (id, root) = engine.write(&CTX, &secret, put(format!("lat/{i:08}")))?;
+                let delta = engine.delta(&CTX, &id)?.ok_or("a delta just written is not stored")?;
+                lock(&roots).insert(id, root);
+                written.push((id, t0));
+                handle.block_on(net.publish(CTX, delta))?;
+            }
+            Ok((written, started.elapsed()))
+        })
+    };
+    let (written, writing) = writer.await??;
+    let last_write = written.last().map(|(_, t)| *t).unwrap_or_else(Instant::now);
+    converged(&all, Duration::from_secs(120)).await?;
+    let converged_ms = last_write.elapsed().as_secs_f64() * 1e3;
+    // Let the collectors drain what is already in their queues.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for c in &collectors {
+        c.abort();
+    }
+
+    let mut latencies = Vec::with_capacity(written.len());
+    let mut missing = 0u64;
+    {
+        let seen: Vec<MutexGuard<'_, Seen>> = seen.iter().map(|s| lock(s)).collect();
+        for (id, t0) in &written {
+            let mut worst = Some(Duration::ZERO);
+            for s in &seen {
+                worst = match (worst, s.applied.get(id)) {
+                    (Some(w), Some(t)) => Some(w.max(t.saturating_duration_since(*t0))),
+                    _ => None,
+                };
+            }
+            match worst {
+                Some(w) => latencies.push(w),
+                None => missing += 1,
+            }
+        }
+    }
+    latencies.sort_unstable();
+    let (checks, mismatches, lagged) = seen.iter().fold((0, 0, 0), |(c, m, l), s| {
+        let s = lock(s);
+        (c + s.root_checks, m + s.root_mismatches, l + s.lagged)
+    });
+    if mismatches > 0 {
+        return Err(format!("{mismatches} receivers had a different root at the writer's head").into());
+    }
+    let delta_count = nodes[0].engine.view(&CTX)?.status.delta_count;
+    for node in &nodes {
+        node.net.shutdown().await?;
+    }
+    let mean = latencies.iter().map(Duration::as_secs_f64).sum::<f64>() / latencies.len().max(1) as f64 * 1e3;
+    Ok(format!(
+        concat!(
+            "{{\"nodes\":{},\"rate_per_s\":{},\"seconds\":{},\"writes\":{},\"achieved_rate_per_s\":{:.0},",
+            "\"measured\":{},\"missing\":{},\"lagged_events\":{},",
+            "\"p50_ms\":{},\"p90_ms\":{},\"p99_ms\":{},\"max_ms\":{},\"mean_ms\":{:.2},",
+            "\"root_checks\":{},\"root_mismatches\":{},\"converged_ms\":{:.1},\"delta_count\":{}}}"
+        ),
+        n,
+        rate,
+        seconds,
+        written.len(),
+        written.len() as f64 / writing.as_secs_f64(),
+        latencies.len(),
+        missing,
+        lagged,
+        percentile(&latencies, 50.0),
+        percentile(&latencies, 90.0),
+        percentile(&latencies, 99.0),
+        percentile(&latencies, 100.0),
+        mean,
+        checks,
+        mismatches,
+        converged_ms,
+        delta_count,
+    ))
+}
+
+/// The sync counters of a node at one moment.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Counters {
+    requests: u64,
+    responses: u64,
+    sent: u64,
+    received: u64,
+}
+
+fn counters(stats: &NetStats) -> Counters {
+    Counters {
+        requests: stats.sync_requests_sent.load(Ordering::Relaxed),
+        responses: stats.sync_responses_received.load(Ordering::Relaxed),
+        sent: stats.sync_bytes_sent.load(Ordering::Relaxed),
+        received: stats.sync_bytes_received.load(Ordering::Relaxed),
+    }
+}
+
+/// TCP payload bytes (sent, received) of this host's established connections to `port`, from
+/// `ss` (the kernel's per-socket counters): everything on the wire above TCP, Noise, Yamux and
+/// multistream included. `None` if `ss` is not there.
+fn tcp_bytes(port: u16) -> Option<(u64, u64)> {
+    let out = std::process::Command::new("ss")
+        .args(["-tinH", "state", "established", "dport", "=", &format!(":{port}")])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sum = |field: &str| -> u64 {
+        text.split_whitespace().filter_map(|t| t.strip_prefix(field)).filter_map(|v| v.parse::<u64>().ok()).sum()
+    };
+    Some((sum("bytes_sent:"), sum("bytes_received:")))
+}
+
+fn tcp_port(addr: &Multiaddr) -> Option<u16> {
+    let text = addr.to_string();
+    let mut parts = text.split('/');
+    parts.by_ref().find(|p| *p == "tcp")?;
+    parts.next()?.parse().ok()
+}
+
+/// Catch-up of a node that missed `missed` deltas, then the in-sync check on the same pair.
+async fn catch_up_and_check(missed: u64) -> R<(String, String)> {
+    let p_dir = tempfile::tempdir()?;
+    let q_dir = tempfile::tempdir()?;
+    let p = start(open_engine(p_dir.path())?, 21, Vec::new(), QUIET).await?;
+    let p_addr = listen_addr(&p.net).await?;
+    let q = start(open_engine(q_dir.path())?, 22, vec![p_addr.clone()], QUIET).await?;
+    for i in 0..10 {
+        write_and_publish(&p, format!("before/{i}")).await?;
+    }
+    converged(&[&p, &q], Duration::from_secs(30)).await?;
+    // Q stops; shutting the network down releases its engine, dropping `q` the rest.
+    q.net.shutdown().await?;
+    drop(q);
+
+    eprintln!("cluster: writing {missed} deltas while a node is away");
+    let writing = {
+        let engine = p.engine.clone();
+        let secret = p.secret.clone();
+        tokio::task::spawn_blocking(move || -> R<Duration> {
+            let started = Instant::now();
+            for i in 0..missed {
+                engine.write(&CTX, &secret, put(format!("cu/{:016x}", mix(i))))?;
+            }
+            Ok(started.elapsed())
+        })
+        .await??
+    };
+    eprintln!("cluster: wrote {missed} deltas in {writing:?}; restarting the node");
+    let restarted = Instant::now();
+    let q = start(open_engine(q_dir.path())?, 22, vec![p_addr.clone()], QUIET).await?;
+    converged(&[&p, &q], Duration::from_secs(1800)).await?;
+    let took = restarted.elapsed();
+    let q_view = q.engine.view(&CTX)?;
+    if q_view.status.delta_count != missed + 10 {
+        return Err(format!("Q holds {} deltas, expected {}", q_view.status.delta_count, missed + 10).into());
+    }
+    if q.engine.recompute_root(&CTX)? != q_view.root_hash {
+        return Err("Q's stored root is not the root of its state".into());
+    }
+    let q_stats = counters(q.net.stats());
+    let catch_up = format!(
+        concat!(
+            "{{\"missed_deltas\":{},\"write_s\":{:.2},\"catch_up_s\":{:.2},\"deltas_per_s\":{:.0},",
+            "\"synced_deltas\":{},\"sync_requests\":{},\"bytes_received\":{}}}"
+        ),
+        missed,
+        writing.as_secs_f64(),
+        took.as_secs_f64(),
+        missed as f64 / took.as_secs_f64(),
+        q.net.stats().synced_deltas.load(Ordering::Relaxed),
+        q_stats.requests,
+        q_stats.received,
+    );
+    eprintln!("cluster: caught up in {took:?}");
+
+    // The in-sync check: once no sync traffic has moved for 300 ms, one comparison by Q.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let p_port = tcp_port(&p_addr).ok_or("P's listen address has no TCP port")?;
+    let (q0, p0) = loop {
+        let before = (counters(q.net.stats()), counters(p.net.stats()));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = (counters(q.net.stats()), counters(p.net.stats()));
+        if before == after || Instant::now() > deadline {
+            break after;
+        }
+    };
+    let tcp0 = tcp_bytes(p_port);
+    q.net.sync_now(CTX).await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while counters(q.net.stats()).responses == q0.responses {
+        if Instant::now() > deadline {
+            return Err("the in-sync check got no answer within 10 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // Anything the check set off would show up here.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (q1, p1) = (counters(q.net.stats()), counters(p.net.stats()));
+    let wire = match (tcp0, tcp_bytes(p_port)) {
+        (Some((s0, r0)), Some((s1, r1))) => {
+            format!("{{\"sent\":{},\"received\":{}}}", s1.saturating_sub(s0), r1.saturating_sub(r0))
+        }
+        _ => "null".into(),
+    };
+    let in_sync = q.net.in_sync_peers(CTX).await?.contains(&p.net.peer_id());
+    let check = format!(
+        concat!(
+            "{{\"history_deltas\":{},\"round_trips\":{},\"request_bytes\":{},\"response_bytes\":{},",
+            "\"total_bytes\":{},\"tcp_payload_bytes\":{},\"responder_requests\":{},\"in_sync\":{}}}"
+        ),
+        missed + 10,
+        q1.requests - q0.requests,
+        q1.sent - q0.sent,
+        q1.received - q0.received,
+        (q1.sent - q0.sent) + (q1.received - q0.received),
+        wire,
+        p1.requests - p0.requests,
+        in_sync,
+    );
+    q.net.shutdown().await?;
+    p.net.shutdown().await?;
+    Ok((catch_up, check))
+}
+
+async fn run() -> R<String> {
+    let nodes = env("WEFT_CLUSTER_NODES", 3)? as usize;
+    let rate = env("WEFT_CLUSTER_RATE", 1_000)?;
+    let seconds = env("WEFT_CLUSTER_SECONDS", 10)?;
+    let missed = env("WEFT_CLUSTER_CATCHUP", 100_000)?;
+    let latency = latency(nodes, rate, seconds).await?;
+    let (catch_up, check) = catch_up_and_check(missed).await?;
+    Ok(format!(
+        concat!(
+            "{{\"bench\":\"cluster\",\"latency\":{},\"catch_up\":{},\"in_sync_check\":{},",
+            "\"goals\":{{\"p50_ms\":20,\"p99_ms\":200,\"catch_up_deltas_per_s\":20000,\"in_sync_round_trips\":1}}}}"
+        ),
+        latency, catch_up, check
+    ))
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; this harness takes its sizes from the environment.
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cluster: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    match runtime.block_on(run()) {
+        Ok(json) => println!("{json}"),
+        Err(e) => {
+            eprintln!("cluster: {e}");
+            std::process::exit(1);
+        }
+    }
+}
