@@ -40,6 +40,8 @@ pub struct NodeMetrics {
     deltas_rejected: Family<[(&'static str, &'static str); 1], Counter>,
     divergences: Counter,
     peer_divergences: Counter,
+    repairs: Counter,
+    repaired_keys: Counter,
     governance_ops: Family<[(&'static str, &'static str); 1], Counter>,
     gossip_accepted: Counter,
     gossip_rejected: Counter,
@@ -82,6 +84,8 @@ impl NodeMetrics {
             deltas_rejected: Family::default(),
             divergences: Counter::default(),
             peer_divergences: Counter::default(),
+            repairs: Counter::default(),
+            repaired_keys: Counter::default(),
             governance_ops: Family::default(),
             gossip_accepted: Counter::default(),
             gossip_rejected: Counter::default(),
@@ -118,6 +122,8 @@ impl NodeMetrics {
             "Peers found with the same heads as this node and a different root",
             m.peer_divergences.clone(),
         );
+        registry.register("repairs", "Merkle repair sessions completed with peers", m.repairs.clone());
+        registry.register("repaired_keys", "Keys whose state a Merkle repair changed here", m.repaired_keys.clone());
         registry.register("governance_ops", "Governance ops logged, by source", m.governance_ops.clone());
         registry.register("gossip_accepted", "Deltas received by gossip and accepted", m.gossip_accepted.clone());
         registry.register("gossip_rejected", "Gossip and synced deltas rejected as invalid", m.gossip_rejected.clone());
@@ -193,6 +199,12 @@ impl NodeMetrics {
     /// Counts a peer found diverged (equal heads, different roots).
     pub fn peer_divergence(&self) {
         self.peer_divergences.inc();
+    }
+
+    /// Counts a completed Merkle repair session and the keys it changed here.
+    pub fn repaired(&self, keys: u64) {
+        self.repairs.inc();
+        self.repaired_keys.inc_by(keys);
     }
 
     /// Counts governance ops logged (signed here, or received from peers).

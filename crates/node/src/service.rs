@@ -110,6 +110,17 @@ pub enum ContextEvent {
         /// What happened: `added`, `removed`, `left`, `role_set` or `capabilities_set`.
         change: &'static str,
     },
+    /// A Merkle repair session with a peer reconciled the context's state.
+    Repaired {
+        /// The context.
+        context_id: ContextId,
+        /// The peer.
+        peer: libp2p::PeerId,
+        /// Keys whose state or version changed on this node.
+        keys: u64,
+        /// This node's root afterwards.
+        root_hash: Hash,
+    },
     /// A peer has the same heads and root as this node (sync progress).
     PeerInSync {
         /// The context.
@@ -137,6 +148,7 @@ impl ContextEvent {
             | ContextEvent::PeerDiverged { context_id, .. }
             | ContextEvent::MemberChanged { context_id, .. }
             | ContextEvent::PeerInSync { context_id, .. }
+            | ContextEvent::Repaired { context_id, .. }
             | ContextEvent::Rejected { context_id, .. } => context_id,
         }
     }

@@ -511,6 +511,13 @@ pub fn event_json(event: &ContextEvent) -> Value {
             "identity": identity.to_hex(),
             "change": change,
         }),
+        ContextEvent::Repaired { context_id, peer, keys, root_hash } => json!({
+            "kind": "repaired",
+            "context_id": context_id.to_hex(),
+            "peer": peer.to_string(),
+            "keys": keys,
+            "root_hash": root_hash.to_hex(),
+        }),
         ContextEvent::PeerInSync { context_id, peer } => json!({
             "kind": "in_sync",
             "context_id": context_id.to_hex(),
@@ -536,6 +543,7 @@ fn context_kind(event: &ContextEvent) -> bool {
         ContextEvent::DeltaApplied { .. }
             | ContextEvent::Diverged { .. }
             | ContextEvent::PeerDiverged { .. }
+            | ContextEvent::Repaired { .. }
             | ContextEvent::MemberChanged { .. }
     )
 }
@@ -544,13 +552,16 @@ fn context_kind(event: &ContextEvent) -> bool {
 fn sync_kind(event: &ContextEvent) -> bool {
     match event {
         ContextEvent::DeltaApplied { source, .. } => *source == Source::Remote,
-        ContextEvent::PeerDiverged { .. } | ContextEvent::PeerInSync { .. } | ContextEvent::Rejected { .. } => true,
+        ContextEvent::PeerDiverged { .. }
+        | ContextEvent::PeerInSync { .. }
+        | ContextEvent::Repaired { .. }
+        | ContextEvent::Rejected { .. } => true,
         _ => false,
     }
 }
 
 /// `subscribe_context {context_id}`: notifications `context_event` with `{kind, ...}` for the
-/// context's events (`delta_applied`, `diverged`, `member_changed`), and `{kind: "lagged",
+/// context's events (`delta_applied`, `diverged`, `repaired`, `member_changed`), and `{kind: "lagged",
 /// missed}` when this subscriber fell behind and missed some (read `context_status` to
 /// resynchronize).
 async fn subscribe_context<B: Backend>(

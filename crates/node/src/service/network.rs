@@ -242,6 +242,11 @@ impl<B: Backend> NodeService<B> {
                 self.emit(ContextEvent::PeerDiverged { context_id, peer, root_hash });
             }
             NetEvent::InSync { context_id, peer } => self.emit(ContextEvent::PeerInSync { context_id, peer }),
+            NetEvent::Repaired { context_id, peer, keys, .. } => {
+                self.metrics.repaired(keys);
+                let root_hash = self.engine.view(&context_id).map_or(weft_primitives::Hash::ZERO, |v| v.root_hash);
+                self.emit(ContextEvent::Repaired { context_id, peer, keys, root_hash });
+            }
             NetEvent::Rejected { context_id, peer, reason } => {
                 self.metrics.delta_rejected(Source::Remote);
                 self.emit(ContextEvent::Rejected { context_id, peer, reason });
