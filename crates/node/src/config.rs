@@ -182,7 +182,7 @@ pub struct SyncConfig {
 
 impl Default for SyncConfig {
     fn default() -> Self {
-        SyncConfig { anti_entropy_interval_ms: 5000, catch_up_batch: 1024, max_sessions: 8, join_timeout_ms: 30_000 }
+        SyncConfig { anti_entropy_interval_ms: 5000, catch_up_batch: 2048, max_sessions: 8, join_timeout_ms: 30_000 }
     }
 }
 
@@ -407,7 +407,7 @@ background_jobs = {background_jobs}
 # How often to compare each context's heads and root with each peer's and catch
 # up where behind, in milliseconds. Default 5000.
 anti_entropy_interval_ms = {anti_entropy_interval_ms}
-# Deltas per message when a peer catches up. Default 1024.
+# Deltas per message when a peer catches up (at most 2048). Default 2048.
 catch_up_batch = {catch_up_batch}
 # Most sync sessions at once (not enforced yet: the network runs one catch-up
 # session per peer and context). Default 8.

@@ -122,7 +122,7 @@ impl Default for NetConfig {
             listen: Vec::new(),
             bootstrap: Vec::new(),
             anti_entropy_interval: Duration::from_secs(3),
-            sync_batch: 1024,
+            sync_batch: 2048,
             request_timeout: Duration::from_secs(30),
         }
     }
@@ -375,6 +375,7 @@ impl Network {
             deferred_bytes: 0,
             repairs: HashMap::new(),
             last_repair: HashMap::new(),
+            serving: std::sync::Mutex::new(HashMap::new()),
         };
         for addr in driver.config.listen.clone() {
             driver
@@ -597,7 +598,26 @@ struct Driver<B: Backend> {
     repairs: HashMap<(PeerId, ContextId), Repair>,
     /// When the last repair session with a peer over a context ended.
     last_repair: HashMap<(PeerId, ContextId), Instant>,
+    /// Catch-ups being served, by asking peer and context (see [`Serving`]).
+    serving: std::sync::Mutex<HashMap<(PeerId, ContextId), Serving>>,
 }
+
+/// A catch-up being served to a peer: the rest of what it lacked when it first asked, so the
+/// following pages are sliced off instead of walking the DAG again (a walk per page made a
+/// gap of n deltas cost about n²/page DAG reads). Used while each head the peer reports is
+/// one it had when the walk was made or one served since; otherwise the walk is redone.
+/// Deltas applied here after the walk are picked up by the walk after the last page.
+struct Serving {
+    /// The peer's heads at the walk, and every id served since.
+    known: HashSet<DeltaId>,
+    /// What the peer lacked at the walk, in topological order.
+    ids: Vec<DeltaId>,
+    /// How many of `ids` have been served.
+    next: usize,
+}
+
+/// Most catch-ups served at once (each holds its remaining ids: 32 bytes a delta).
+const MAX_SERVING: usize = 64;
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
     async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
@@ -815,6 +835,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 self.namespace_catching_up.retain(|(p, _)| *p != peer_id);
                 self.repairs.retain(|(p, _), _| *p != peer_id);
                 self.last_repair.retain(|(p, _), _| *p != peer_id);
+                self.serving
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .retain(|(p, _), _| *p != peer_id);
             }
             SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })) => {
                 for addr in info.listen_addrs {
@@ -959,15 +983,34 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             },
             SyncRequest::Deltas { context_id, heads, max } => {
                 let max = max.clamp(1, MAX_DELTAS_PER_RESPONSE) as usize;
-                let mut lacking = match self.engine.lacking(&context_id, &heads, max) {
-                    Ok(l) => l,
-                    Err(_) => return SyncResponse::Unknown,
+                let mut serving = self.serving.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let key = (peer, context_id);
+                let resumable = serving
+                    .get(&key)
+                    .is_some_and(|s| s.next < s.ids.len() && heads.iter().all(|h| s.known.contains(h)));
+                if !resumable {
+                    let ids = match self.engine.lacking(&context_id, &heads, max) {
+                        Ok(l) => l.into_ids(),
+                        Err(_) => return SyncResponse::Unknown,
+                    };
+                    if serving.len() >= MAX_SERVING && !serving.contains_key(&key) {
+                        // Make room: drop the session furthest along (closest to done).
+                        let oldest = serving.iter().max_by_key(|(_, s)| s.next).map(|(k, _)| *k);
+                        if let Some(k) = oldest {
+                            serving.remove(&k);
+                        }
+                    }
+                    serving.insert(key, Serving { known: heads.iter().copied().collect(), ids, next: 0 });
+                }
+                let Some(session) = serving.get_mut(&key) else {
+                    return SyncResponse::Unknown;
                 };
-                let total = lacking.total();
+                let total = session.ids.len() - session.next;
+                let end = session.ids.len().min(session.next + max);
+                let ids = session.ids[session.next..end].to_vec();
                 let mut deltas = Vec::new();
                 // Leave room under the frame limit for the envelope.
                 let mut budget = MAX_FRAME - 1024;
-                let ids = lacking.next().unwrap_or_default();
                 let Ok(stored) = self.engine.deltas(&context_id, &ids) else {
                     return SyncResponse::Unknown;
                 };
@@ -981,9 +1024,14 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     }
                     budget -= size;
                     delta.applied = false;
+                    session.known.insert(delta.delta_id);
                     deltas.push(delta);
                 }
+                session.next += deltas.len();
                 let more = deltas.len() < total;
+                if !more {
+                    serving.remove(&key);
+                }
                 SyncResponse::Deltas { deltas, more }
             }
         }
