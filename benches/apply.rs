@@ -24,23 +24,12 @@ use common::mix;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use weft_node::context::merkle::{self, Change, EmptyTrie};
 use weft_node::context::{check_signatures, sign_delta, AnyAuthor, ContextEngine, EngineConfig, StoredTrie};
-use weft_primitives::{Action, ApplicationMeta, BlobMeta, ContextId, DeltaId, HybridTimestamp, SecretKey};
+use weft_primitives::{Action, ApplicationMeta, ContextId, DeltaId, HybridTimestamp, SecretKey};
 use weft_store::schema::Column;
 use weft_store::{RocksBackend, RocksConfig, Store};
 
 fn app() -> ApplicationMeta {
-    let blob = BlobMeta { blob_id: Default::default(), size: 0, hash: Default::default() };
-    ApplicationMeta {
-        application_id: Default::default(),
-        name: "bench".into(),
-        version: "1".into(),
-        bytecode: blob.clone(),
-        compiled: blob,
-        size: 0,
-        source: String::new(),
-        metadata: Vec::new(),
-        services: Vec::new(),
-    }
+    ApplicationMeta { name: "bench".into(), version: "1".into(), ..Default::default() }
 }
 
 fn key(i: u64) -> Vec<u8> {

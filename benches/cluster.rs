@@ -35,7 +35,7 @@ use tokio::sync::broadcast::error::RecvError;
 use weft_node::config::Multiaddr;
 use weft_node::context::{AnyAuthor, ContextEngine, EngineConfig, EngineError};
 use weft_node::net::{NetConfig, NetEvent, NetStats, Network};
-use weft_primitives::{Action, ApplicationMeta, BlobMeta, ContextId, DeltaId, Hash, SecretKey};
+use weft_primitives::{Action, ApplicationMeta, ContextId, DeltaId, Hash, SecretKey};
 use weft_store::schema::Column;
 use weft_store::{RocksBackend, RocksConfig, Store};
 
@@ -61,18 +61,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn app() -> ApplicationMeta {
-    let blob = BlobMeta { blob_id: Default::default(), size: 0, hash: Default::default() };
-    ApplicationMeta {
-        application_id: Default::default(),
-        name: "cluster-bench".into(),
-        version: "1".into(),
-        bytecode: blob.clone(),
-        compiled: blob,
-        size: 0,
-        source: String::new(),
-        metadata: Vec::new(),
-        services: Vec::new(),
-    }
+    ApplicationMeta { name: "cluster-bench".into(), version: "1".into(), ..Default::default() }
 }
 
 fn put(key: String) -> Vec<Action> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{init, init_with, Node};
 use serde_json::{json, Value};
 use weft_node::service::{Invitation, InvitationBody};
-use weft_primitives::{ApplicationId, ApplicationMeta, BlobId, BlobMeta, ContextId, GroupId, Hash, PublicKey, Role};
+use weft_primitives::{ApplicationMeta, ContextId, GroupId, PublicKey, Role};
 use weft_primitives::{NamespaceId, SecretKey};
 
 /// Shortens how long `context_join` waits for governance, so the unknown case is quick.
@@ -25,22 +25,11 @@ fn short_join_timeout(home: &Path) {
 
 /// An invitation signed by a key no namespace knows, to a context and group nobody created.
 fn forged(invitee: &Value, addrs: Vec<String>) -> String {
-    let none = BlobMeta { blob_id: BlobId::default(), size: 0, hash: Hash::ZERO };
     let body = InvitationBody {
         context_id: ContextId::random(),
         group_id: GroupId::random(),
         namespace_id: NamespaceId::random(),
-        application: ApplicationMeta {
-            application_id: ApplicationId::default(),
-            name: String::new(),
-            version: String::new(),
-            bytecode: none.clone(),
-            compiled: none,
-            size: 0,
-            source: String::new(),
-            metadata: Vec::new(),
-            services: Vec::new(),
-        },
+        application: ApplicationMeta::default(),
         inviter: PublicKey::default(),
         inviter_peer_id: Vec::new(),
         inviter_addrs: addrs,

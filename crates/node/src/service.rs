@@ -537,7 +537,7 @@ impl<B: Backend> NodeService<B> {
                 .store()
                 .get(&ApplicationKey { application_id })?
                 .ok_or_else(|| ServiceError::NotFound { what: "application", id: application_id.to_hex() }),
-            None => Ok(no_application()),
+            None => Ok(ApplicationMeta::default()),
         }
     }
 
@@ -813,20 +813,4 @@ pub fn application_id_of(name: &str, version: &str, bytecode: &BlobId) -> Applic
     // Serializing into a Vec cannot fail.
     let _ = (name, version, bytecode).serialize(&mut bytes);
     ApplicationId::from_bytes(*Hash::derive("weft application id v1", &bytes).as_bytes())
-}
-
-/// The application of a context created without one: all-zero ids, empty names.
-fn no_application() -> ApplicationMeta {
-    let none = BlobMeta { blob_id: BlobId::default(), size: 0, hash: Hash::ZERO };
-    ApplicationMeta {
-        application_id: ApplicationId::default(),
-        name: String::new(),
-        version: String::new(),
-        bytecode: none.clone(),
-        compiled: none,
-        size: 0,
-        source: String::new(),
-        metadata: Vec::new(),
-        services: Vec::new(),
-    }
 }

@@ -7,21 +7,7 @@ use weft_store::schema::Column;
 use weft_store::{MemoryBackend, RocksBackend, RocksConfig, Store};
 
 pub fn app() -> ApplicationMeta {
-    ApplicationMeta {
-        application_id: Default::default(),
-        name: "test".into(),
-        version: "1".into(),
-        bytecode: blob(),
-        compiled: blob(),
-        size: 0,
-        source: String::new(),
-        metadata: Vec::new(),
-        services: Vec::new(),
-    }
-}
-
-fn blob() -> weft_primitives::BlobMeta {
-    weft_primitives::BlobMeta { blob_id: Default::default(), size: 0, hash: Default::default() }
+    ApplicationMeta { name: "test".into(), version: "1".into(), ..Default::default() }
 }
 
 pub const CTX: ContextId = ContextId([0xC0; 32]);

@@ -23,7 +23,7 @@ impl fmt::Debug for Redacted {
 }
 
 /// A stored blob: its id, length and content hash.
-#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct BlobMeta {
     /// The blob's id in the Blobs column.
     pub blob_id: BlobId,
@@ -44,8 +44,9 @@ pub struct ServiceMeta {
     pub compiled: BlobMeta,
 }
 
-/// An installed application (Application column, and embedded in each context).
-#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+/// An installed application (Application column, and embedded in each context). The
+/// default, all-zero ids and empty names, is the application of a context created without one.
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct ApplicationMeta {
     /// The application's id.
     pub application_id: ApplicationId,

@@ -326,25 +326,13 @@ impl<B: Backend> NodeService<B> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use weft_primitives::{ApplicationId, BlobId, BlobMeta, Hash};
 
     fn body(invitee: PublicKey) -> InvitationBody {
-        let none = BlobMeta { blob_id: BlobId::default(), size: 0, hash: Hash::ZERO };
         InvitationBody {
             context_id: ContextId::from_bytes([1; 32]),
             group_id: GroupId::from_bytes([2; 32]),
             namespace_id: NamespaceId::from_bytes([2; 32]),
-            application: ApplicationMeta {
-                application_id: ApplicationId::default(),
-                name: String::new(),
-                version: String::new(),
-                bytecode: none.clone(),
-                compiled: none,
-                size: 0,
-                source: String::new(),
-                metadata: Vec::new(),
-                services: Vec::new(),
-            },
+            application: ApplicationMeta::default(),
             inviter: PublicKey::default(),
             inviter_peer_id: vec![1, 2, 3],
             inviter_addrs: vec!["/ip4/127.0.0.1/tcp/1".into()],

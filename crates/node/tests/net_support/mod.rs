@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use weft_node::context::{AnyAuthor, Authorizer, ContextEngine, EngineConfig, EngineError};
 use weft_node::governance::{Governance, GovernanceConfig, SharedGovernanceAuthorizer};
 use weft_node::net::{NetConfig, Network};
-use weft_primitives::{Action, ApplicationMeta, BlobMeta, ContextId, NamespaceId, OpId, SecretKey};
+use weft_primitives::{Action, ApplicationMeta, ContextId, NamespaceId, OpId, SecretKey};
 use weft_store::schema::Column;
 use weft_store::{Backend, MemoryBackend, Store};
 
@@ -120,18 +120,7 @@ pub fn put(key: &str, value: &str) -> Vec<Action> {
 }
 
 pub fn app() -> ApplicationMeta {
-    let blob = BlobMeta { blob_id: Default::default(), size: 0, hash: Default::default() };
-    ApplicationMeta {
-        application_id: Default::default(),
-        name: "test".into(),
-        version: "1".into(),
-        bytecode: blob.clone(),
-        compiled: blob,
-        size: 0,
-        source: String::new(),
-        metadata: Vec::new(),
-        services: Vec::new(),
-    }
+    ApplicationMeta { name: "test".into(), version: "1".into(), ..Default::default() }
 }
 
 pub const CTX: ContextId = ContextId([0xC0; 32]);
