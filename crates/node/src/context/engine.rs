@@ -258,12 +258,21 @@ pub struct StoredTrie<'a, B: Backend> {
 impl<B: Backend> StoredTrie<'_, B> {
     /// Records an update's node writes in `batch`.
     pub fn stage(&self, update: &merkle::TrieUpdate, batch: &mut WriteBatch<'_, B, Column>) {
-        for (path, node) in &update.writes {
-            let key = MerkleNode { context_id: self.context_id, path: RawTail(path.clone()) };
-            match node {
-                Some(n) => batch.put(&key, n),
-                None => batch.delete(&key),
-            }
+        stage_trie(&self.context_id, &update.writes, batch);
+    }
+}
+
+/// Records trie node writes (path → node, `None`: removed) in `batch`.
+fn stage_trie<'w, B: Backend>(
+    context_id: &ContextId,
+    writes: impl IntoIterator<Item = (&'w Vec<u8>, &'w Option<TrieNode>)>,
+    batch: &mut WriteBatch<'_, B, Column>,
+) {
+    for (path, node) in writes {
+        let key = MerkleNode { context_id: *context_id, path: RawTail(path.clone()) };
+        match node {
+            Some(n) => batch.put(&key, n),
+            None => batch.delete(&key),
         }
     }
 }
@@ -593,16 +602,16 @@ impl<B: Backend> ContextEngine<B> {
             if run.as_ref().is_some_and(|r| r.applied >= MAX_RUN) {
                 self.commit_run(context_id, run.take(), &mut in_run, &mut results);
             }
-            if run.is_none() {
-                match self.begin_run(context_id) {
-                    Ok(r) => run = Some(r),
+            let current = match &mut run {
+                Some(r) => r,
+                slot @ None => match self.begin_run(context_id) {
+                    Ok(r) => slot.insert(r),
                     Err(e) => {
                         results.push(Err(e));
                         continue;
                     }
-                }
-            }
-            let Some(current) = run.as_mut() else { continue };
+                },
+            };
             let admission = weft_dag::admit(
                 &RunDag { base: self.dag(context_id), run: current },
                 &delta.delta_id,
@@ -680,22 +689,32 @@ impl<B: Backend> ContextEngine<B> {
     /// Writes a run's batch, with the trie's changed nodes and the context's rows, then
     /// brings the trie cache up to date.
     fn commit(&self, context_id: &ContextId, run: Run<'_, B>) -> Result<(), EngineError> {
-        let Run { mut batch, meta, status, trie, applied, .. } = run;
+        let Run { batch, meta, status, trie, applied, .. } = run;
         if applied == 0 {
             return Ok(());
         }
-        for (path, node) in &trie {
-            let key = MerkleNode { context_id: *context_id, path: RawTail(path.clone()) };
-            match node {
-                Some(n) => batch.put(&key, n),
-                None => batch.delete(&key),
-            }
-        }
-        batch.put(&ContextMeta { context_id: *context_id }, &meta);
-        batch.put(&ContextStatus { context_id: *context_id }, &status);
+        self.write_with_trie(context_id, batch, &trie, &meta, &status)
+    }
+
+    /// Writes `batch` with the trie node writes and the context's rows (ContextMeta,
+    /// ContextStatus), then brings the trie cache up to date (only once the write succeeded).
+    fn write_with_trie<'w, W>(
+        &self,
+        context_id: &ContextId,
+        mut batch: WriteBatch<'_, B, Column>,
+        trie: W,
+        meta: &ContextMetaValue,
+        status: &ContextStatusValue,
+    ) -> Result<(), EngineError>
+    where
+        W: IntoIterator<Item = (&'w Vec<u8>, &'w Option<TrieNode>)> + Copy,
+    {
+        stage_trie(context_id, trie, &mut batch);
+        batch.put(&ContextMeta { context_id: *context_id }, meta);
+        batch.put(&ContextStatus { context_id: *context_id }, status);
         self.store.write(batch)?;
         let mut cache = lock(&self.trie_cache);
-        for (path, node) in &trie {
+        for (path, node) in trie {
             cache.set(context_id, path, node.as_ref());
         }
         Ok(())
@@ -845,11 +864,11 @@ impl<B: Backend> ContextEngine<B> {
             divergence =
                 Some(Divergence { delta_id: delta.delta_id, expected: delta.expected_root_hash, actual: trie.root });
         }
-        for (key, value) in &merged.state {
-            let state_key = ContextState { context_id: *context_id, app_key: RawTail(key.clone()) };
-            match value {
-                Some(v) => run.batch.put(&state_key, v),
-                None => run.batch.delete(&state_key),
+        for action in merged.winners.iter().filter_map(|i| delta.actions.get(*i)) {
+            let state_key = ContextState { context_id: *context_id, app_key: RawTail(action.key().to_vec()) };
+            match action {
+                Action::Put { value, .. } => run.batch.put(&state_key, value),
+                Action::Delete { .. } => run.batch.delete(&state_key),
             }
         }
         for (key, version) in merged.versions {
@@ -907,12 +926,12 @@ impl<B: Backend> ContextEngine<B> {
             versions.extend(unread.into_iter().zip(self.store.multi_get(&keys)?));
         }
         let mut merged = Merged {
-            state: Vec::with_capacity(delta.actions.len()),
+            winners: Vec::with_capacity(delta.actions.len()),
             versions: Vec::with_capacity(delta.actions.len()),
             changes: Vec::with_capacity(delta.actions.len()),
             key_count: run.status.key_count,
         };
-        for action in &delta.actions {
+        for (i, action) in delta.actions.iter().enumerate() {
             let key = action.key();
             let current = versions.get(key).copied().flatten();
             let deleted = matches!(action, Action::Delete { .. });
@@ -926,20 +945,19 @@ impl<B: Backend> ContextEngine<B> {
             let was_live = current.is_some_and(|c| !c.deleted);
             match action {
                 Action::Put { value, .. } => {
-                    merged.state.push((key.to_vec(), Some(value.clone())));
                     merged.changes.push(Change::put(key, value));
                     if !was_live {
                         merged.key_count += 1;
                     }
                 }
                 Action::Delete { .. } => {
-                    merged.state.push((key.to_vec(), None));
                     merged.changes.push(Change::remove(key));
                     if was_live {
                         merged.key_count = merged.key_count.saturating_sub(1);
                     }
                 }
             }
+            merged.winners.push(i);
             merged.versions.push((key.to_vec(), version));
             versions.insert(key, Some(version));
         }
@@ -968,8 +986,9 @@ const MAX_RUN: usize = 1024;
 
 /// The LWW outcome of one delta's actions.
 struct Merged {
-    /// State rows to write (`None`: delete), in action order.
-    state: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// The actions that win (indices into the delta's actions, in order): their state rows
+    /// are written (a put) or deleted.
+    winners: Vec<usize>,
     /// The keys' new versions, in action order.
     versions: Vec<(Vec<u8>, KeyVersion)>,
     /// The trie changes.

@@ -32,9 +32,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use borsh::{BorshDeserialize, BorshSerialize};
-use weft_primitives::{Action, ContextId, ContextMetaValue, ContextStatusValue, DeltaId, Hash, KeyVersion};
-use weft_store::schema::{Column, ContextDagDelta, ContextMeta, ContextState, ContextStatus, MerkleNode, StateVersion};
-use weft_store::{Backend, RawTail, Read, WriteBatch};
+use weft_primitives::{Action, ContextId, DeltaId, Hash, KeyVersion};
+use weft_store::schema::{ContextDagDelta, ContextState, ContextStatus, StateVersion};
+use weft_store::{Backend, RawTail, Read};
 
 use super::{lock, CachedTrie, ContextEngine, EngineError, StoredTrie};
 use crate::context::merkle::{self, Change, TrieNode, TrieStore, RADIX};
@@ -799,36 +799,9 @@ impl<B: Backend> ContextEngine<B> {
         }
         let update = merkle::update(&self.cached_trie(context_id), changes)?;
         meta.root_hash = update.root;
-        self.write_with_trie(context_id, batch, &update, &meta, &status)?;
+        self.write_with_trie(context_id, batch, &update.writes, &meta, &status)?;
         outcome.root = update.root;
         Ok(outcome)
-    }
-
-    /// Writes `batch` with the trie update's node writes and the context's rows, then brings
-    /// the trie cache up to date (only once the write has succeeded).
-    fn write_with_trie(
-        &self,
-        context_id: &ContextId,
-        mut batch: WriteBatch<'_, B, Column>,
-        update: &merkle::TrieUpdate,
-        meta: &ContextMetaValue,
-        status: &ContextStatusValue,
-    ) -> Result<(), EngineError> {
-        for (path, node) in &update.writes {
-            let key = MerkleNode { context_id: *context_id, path: RawTail(path.clone()) };
-            match node {
-                Some(n) => batch.put(&key, n),
-                None => batch.delete(&key),
-            }
-        }
-        batch.put(&ContextMeta { context_id: *context_id }, meta);
-        batch.put(&ContextStatus { context_id: *context_id }, status);
-        self.store.write(batch)?;
-        let mut cache = lock(&self.trie_cache);
-        for (path, node) in &update.writes {
-            cache.set(context_id, path, node.as_ref());
-        }
-        Ok(())
     }
 
     /// Brings the Merkle trie, root and key count in line with the state rows of `keys`
@@ -866,7 +839,7 @@ impl<B: Backend> ContextEngine<B> {
         }
         let update = merkle::update(&trie, changes)?;
         meta.root_hash = update.root;
-        self.write_with_trie(context_id, self.store.batch(), &update, &meta, &status)?;
+        self.write_with_trie(context_id, self.store.batch(), &update.writes, &meta, &status)?;
         Ok(update.root)
     }
 }
