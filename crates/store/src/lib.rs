@@ -43,7 +43,9 @@ pub use column::{__const_str_eq, Access, ColumnOptions, ColumnSet};
 pub use error::{DecodeError, KeyError, Result, StoreError};
 pub use key::{AsKeyParts, FromKeyParts, Key, OwnedValueOf, Prefix, PrefixBy, ValueOf};
 pub use segment::{Bytes, FixedSegment, KeySegment, RawTail, Text};
-pub use store::{Migration, Page, Read, Scan, ScanIter, Snapshot, Store, WriteBatch, SCHEMA_VERSION_KEY};
+pub use store::{
+    Migration, OwnedSnapshot, Page, Read, Scan, ScanIter, Snapshot, Store, WriteBatch, SCHEMA_VERSION_KEY,
+};
 
 #[doc(hidden)]
 pub use generic_array;

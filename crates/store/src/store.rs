@@ -233,6 +233,13 @@ impl<B: Backend, S: ColumnSet> Store<B, S> {
         Snapshot { raw: self.backend.snapshot(), _columns: PhantomData }
     }
 
+    /// A consistent read view as of now that does not borrow the store (it keeps the
+    /// database open while it lives): for reads spread over time, such as serving a snapshot
+    /// page by page.
+    pub fn owned_snapshot(&self) -> OwnedSnapshot<B, S> {
+        OwnedSnapshot { raw: self.backend.owned_snapshot(), _columns: PhantomData }
+    }
+
     /// Compacts one column completely (running its compaction filter over every row).
     pub fn compact(&self, column: S) -> Result<()> {
         self.backend.compact(column.index())
@@ -247,6 +254,12 @@ impl<B: Backend, S: ColumnSet> Store<B, S> {
 /// A read snapshot of a [`Store`].
 pub struct Snapshot<'a, B: Backend + 'a, S: ColumnSet> {
     raw: B::Snapshot<'a>,
+    _columns: PhantomData<fn() -> S>,
+}
+
+/// A read snapshot of a [`Store`] that owns its view (see [`Store::owned_snapshot`]).
+pub struct OwnedSnapshot<B: Backend, S: ColumnSet> {
+    raw: B::OwnedSnapshot,
     _columns: PhantomData<fn() -> S>,
 }
 
@@ -322,6 +335,13 @@ impl<B: Backend, S: ColumnSet> Read<S> for Store<B, S> {
 impl<'a, B: Backend + 'a, S: ColumnSet> Read<S> for Snapshot<'a, B, S> {
     type Raw = B::Snapshot<'a>;
     fn raw(&self) -> &B::Snapshot<'a> {
+        &self.raw
+    }
+}
+
+impl<B: Backend, S: ColumnSet> Read<S> for OwnedSnapshot<B, S> {
+    type Raw = B::OwnedSnapshot;
+    fn raw(&self) -> &B::OwnedSnapshot {
         &self.raw
     }
 }

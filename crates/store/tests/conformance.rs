@@ -209,6 +209,25 @@ fn snapshots_are_stable<B: Backend>(s: &Store<B, Cols>) {
     assert_eq!(s.scan(Entry::prefix(&9)).count().unwrap(), 2);
 }
 
+fn owned_snapshots_are_stable_and_outlive_borrows<B: Backend>(s: &Store<B, Cols>) {
+    s.put(&entry(8, 1), &"before".to_string()).unwrap();
+    // Owned: it can move to another thread and be read while the store keeps writing.
+    let snap = s.owned_snapshot();
+    s.put(&entry(8, 1), &"after".to_string()).unwrap();
+    s.put(&entry(8, 2), &"new".to_string()).unwrap();
+    let read = std::thread::spawn(move || {
+        let one = snap.get(&entry(8, 1)).unwrap();
+        let two = snap.get(&entry(8, 2)).unwrap();
+        let rows = snap.scan(Entry::prefix(&8)).collect_all().unwrap();
+        let many = snap.multi_get(&[entry(8, 1), entry(8, 2)]).unwrap();
+        (one, two, rows.len(), many)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(read, (Some("before".into()), None, 1, vec![Some("before".into()), None]));
+    assert_eq!(s.scan(Entry::prefix(&8)).count().unwrap(), 2);
+}
+
 fn range_delete<B: Backend>(s: &Store<B, Cols>) {
     for owner in 10..13u64 {
         for seq in 0..5 {
@@ -287,6 +306,7 @@ conformance!(
     scans_with_cursor_limit_and_direction,
     variable_segments_are_prefix_exact,
     snapshots_are_stable,
+    owned_snapshots_are_stable_and_outlive_borrows,
     range_delete,
     merge_and_compaction_filter,
     corrupt_values_are_typed_errors,

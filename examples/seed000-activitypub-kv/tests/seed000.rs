@@ -283,6 +283,7 @@ impl<B: Backend> Backend for Counting<B> {
         = B::Snapshot<'a>
     where
         Self: 'a;
+    type OwnedSnapshot = B::OwnedSnapshot;
     type Batch<'a>
         = B::Batch<'a>
     where
@@ -296,6 +297,9 @@ impl<B: Backend> Backend for Counting<B> {
     }
     fn snapshot(&self) -> B::Snapshot<'_> {
         self.inner.snapshot()
+    }
+    fn owned_snapshot(&self) -> B::OwnedSnapshot {
+        self.inner.owned_snapshot()
     }
     fn compact(&self, column: usize) -> weft_store::Result<()> {
         self.inner.compact(column)

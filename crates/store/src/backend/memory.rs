@@ -235,6 +235,7 @@ impl MemoryBackend {
 
 impl Backend for MemoryBackend {
     type Snapshot<'a> = MemorySnapshot;
+    type OwnedSnapshot = MemorySnapshot;
     type Batch<'a> = MemoryBatch;
 
     fn batch(&self) -> MemoryBatch {
@@ -272,6 +273,10 @@ impl Backend for MemoryBackend {
             Err(p) => p.into_inner().clone(),
         };
         MemorySnapshot { columns: cols }
+    }
+
+    fn owned_snapshot(&self) -> MemorySnapshot {
+        self.snapshot()
     }
 
     fn compact(&self, column: usize) -> Result<()> {

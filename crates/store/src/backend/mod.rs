@@ -81,6 +81,9 @@ pub trait Backend: RawRead + Send + Sync + 'static {
     type Snapshot<'a>: RawRead
     where
         Self: 'a;
+    /// A consistent read-only view that owns what it needs (for sessions that outlive a
+    /// borrow of the backend, such as serving a snapshot page by page).
+    type OwnedSnapshot: RawRead + Send + Sync + 'static;
     /// A batch under construction.
     type Batch<'a>: RawBatch
     where
@@ -93,6 +96,8 @@ pub trait Backend: RawRead + Send + Sync + 'static {
     fn write(&self, batch: Self::Batch<'_>, preconditions: &[Precondition]) -> Result<Result<(), usize>>;
     /// Takes a read snapshot.
     fn snapshot(&self) -> Self::Snapshot<'_>;
+    /// Takes a read snapshot that does not borrow the backend.
+    fn owned_snapshot(&self) -> Self::OwnedSnapshot;
     /// Compacts a column completely, running its compaction filter over every row.
     fn compact(&self, column: usize) -> Result<()>;
     /// Flushes memtables and the WAL to disk.

@@ -173,6 +173,12 @@ impl RocksBackend {
     }
 
     fn read_options(&self, column: usize, range: &RawRange) -> ReadOptions {
+        read_options(&self.prefix_lens, column, range)
+    }
+}
+
+fn read_options(prefix_lens: &[Option<usize>], column: usize, range: &RawRange) -> ReadOptions {
+    {
         let mut opts = ReadOptions::default();
         opts.set_iterate_lower_bound(range.lower.clone());
         if let Some(upper) = &range.upper {
@@ -180,7 +186,7 @@ impl RocksBackend {
         }
         // Prefix seeks (which consult prefix filters) are exact only when every key in the range
         // shares the extractor's prefix; otherwise fall back to a total-order seek.
-        match self.prefix_lens.get(column).copied().flatten() {
+        match prefix_lens.get(column).copied().flatten() {
             Some(len) if !range.reverse && range.shared_prefix >= len => opts.set_prefix_same_as_start(true),
             _ => opts.set_total_order_seek(true),
         }
@@ -356,6 +362,68 @@ impl RawRead for RocksSnapshot<'_> {
     }
 }
 
+/// What an owned snapshot keeps alive: the database and how to read it.
+struct SnapshotOwner {
+    db: Arc<DB>,
+    names: Vec<&'static str>,
+    prefix_lens: Vec<Option<usize>>,
+}
+
+/// The snapshot itself and the column-family handles, borrowed from the owner.
+struct SnapshotParts<'a> {
+    snapshot: SnapshotWithThreadMode<'a, DB>,
+    handles: Vec<Option<&'a ColumnFamily>>,
+}
+
+self_cell::self_cell!(
+    /// A RocksDB snapshot together with the database it reads.
+    struct OwnedSnapshotCell {
+        owner: SnapshotOwner,
+        #[covariant]
+        dependent: SnapshotParts,
+    }
+);
+
+/// A read snapshot of a [`RocksBackend`] that owns a handle on the database (see
+/// [`Backend::owned_snapshot`]); the database stays open while it lives.
+pub struct RocksOwnedSnapshot(OwnedSnapshotCell);
+
+impl RocksOwnedSnapshot {
+    fn cf(&self, column: usize) -> Result<&ColumnFamily> {
+        self.0
+            .borrow_dependent()
+            .handles
+            .get(column)
+            .copied()
+            .flatten()
+            .ok_or_else(|| StoreError::Backend(format!("no column {column}")))
+    }
+}
+
+impl RawRead for RocksOwnedSnapshot {
+    fn get(&self, column: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        get_pinned(self.0.borrow_dependent().snapshot.get_pinned_cf(self.cf(column)?, key))
+    }
+
+    fn multi_get(&self, column: usize, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let cf = self.cf(column)?;
+        self.0
+            .borrow_dependent()
+            .snapshot
+            .multi_get_cf(keys.iter().map(|k| (cf, *k)))
+            .into_iter()
+            .map(|r| Ok(r?))
+            .collect()
+    }
+
+    fn cursor(&self, column: usize, range: &RawRange) -> Result<Box<dyn RawCursor + '_>> {
+        let cf = self.cf(column)?;
+        let opts = read_options(&self.0.borrow_owner().prefix_lens, column, range);
+        let iter = self.0.borrow_dependent().snapshot.raw_iterator_cf_opt(cf, opts);
+        Ok(Box::new(RocksCursor::start(iter, range.reverse)))
+    }
+}
+
 /// A batch for the [`RocksBackend`]: writes straight into a RocksDB `WriteBatch`, with the
 /// column handles it has used cached so a large batch does not look them up per row.
 pub struct RocksBatch<'a> {
@@ -413,6 +481,7 @@ impl RawBatch for RocksBatch<'_> {
 
 impl Backend for RocksBackend {
     type Snapshot<'a> = RocksSnapshot<'a>;
+    type OwnedSnapshot = RocksOwnedSnapshot;
     type Batch<'a> = RocksBatch<'a>;
 
     fn batch(&self) -> RocksBatch<'_> {
@@ -442,6 +511,18 @@ impl Backend for RocksBackend {
 
     fn snapshot(&self) -> RocksSnapshot<'_> {
         RocksSnapshot { backend: self, snapshot: self.db().snapshot() }
+    }
+
+    fn owned_snapshot(&self) -> RocksOwnedSnapshot {
+        let owner = SnapshotOwner {
+            db: Arc::clone(self.db.borrow_owner()),
+            names: self.names.clone(),
+            prefix_lens: self.prefix_lens.clone(),
+        };
+        RocksOwnedSnapshot(OwnedSnapshotCell::new(owner, |o| SnapshotParts {
+            snapshot: o.db.snapshot(),
+            handles: o.names.iter().map(|n| o.db.cf_handle(n)).collect(),
+        }))
     }
 
     fn compact(&self, column: usize) -> Result<()> {
