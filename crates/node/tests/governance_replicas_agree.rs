@@ -1,16 +1,16 @@
 //! Replicas that receive the same governance ops in any order — shuffled,
 //! duplicated, children before parents — log the same ops, give every op the same
-//! verdict, reach the same state and write the same rows; and no group is ever
-//! left without an admin.
+//! verdict, reach the same state (the current group key id included) and write
+//! the same rows; and no group is ever left without an admin.
 
 mod governance_support;
 
 use governance_support::*;
 use proptest::prelude::*;
-use weft_node::governance::GovernanceError;
+use weft_node::governance::{rotation_body, GovernanceError};
 use weft_primitives::{
-    AliasTarget, Capabilities, ContextCapabilities, ContextId, GroupId, NamespaceId, OpBody, Role, SecretKey, SignedOp,
-    UpgradePolicy,
+    AliasTarget, Capabilities, ContextCapabilities, ContextId, GroupId, GroupKey, NamespaceId, OpBody, Role, SecretKey,
+    SignedOp, UpgradePolicy,
 };
 
 #[derive(Clone, Debug)]
@@ -40,10 +40,10 @@ fn signer() -> impl Strategy<Value = usize> {
     prop_oneof![2 => Just(0usize), 1 => 1..SIGNERS]
 }
 
-/// Op kinds, weighted towards membership changes.
+/// Op kinds, weighted towards membership changes (11: a key rotation of the root group).
 fn kind() -> impl Strategy<Value = u8> {
     prop_oneof![7 => Just(0u8), 2 => Just(2u8), 1 => Just(3u8), 3 => Just(4u8), 2 => Just(5u8), 1 => Just(6u8),
-        2 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => Just(10u8)]
+        2 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => Just(10u8), 3 => Just(11u8)]
 }
 
 fn role(r: u8) -> Role {
@@ -95,6 +95,12 @@ fn author(steps: &[Step]) -> (NamespaceId, Vec<SignedOp>) {
                 let signer_pk = keys[*signer].public_key();
                 let nonce = gov.next_nonce(&ns, &signer_pk).unwrap();
                 let mut body = body(*kind, &keys[*target], *role);
+                if *kind == 11 {
+                    // To the members this replica sees: valid at the op's parents.
+                    let state = gov.state(&ns).unwrap();
+                    let root = state.group(&ns.root_group()).unwrap();
+                    body = rotation_body(ns.root_group(), root, &keys[*signer], &GroupKey::generate()).unwrap();
+                }
                 let group = match &mut body {
                     OpBody::GroupCreated { parent, admin, .. } => {
                         *parent = Some(ns.root_group());

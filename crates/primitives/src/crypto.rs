@@ -5,6 +5,7 @@ use std::fmt;
 use borsh::{BorshDeserialize, BorshSerialize};
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 use rand_core::OsRng;
+use zeroize::Zeroizing;
 
 use crate::ids::{bytes32, write_hex, write_short};
 use crate::CryptoError;
@@ -32,6 +33,14 @@ impl PublicKey {
         self.verifying_key()?;
         let key = ed25519_zebra::VerificationKey::try_from(self.0).map_err(|_| CryptoError::BadKey)?;
         key.verify(&sig.to_dalek(), msg).map_err(|_| CryptoError::BadSignature)
+    }
+
+    /// This identity's X25519 public key: its Edwards point mapped to Montgomery
+    /// form, as libsodium's `crypto_sign_ed25519_pk_to_curve25519` does. Group keys
+    /// are delivered to a member under it ([`crate::KeyEnvelope`]). Invalid and weak
+    /// keys have none ([`CryptoError::BadKey`]); the verdict is the same on every node.
+    pub fn to_x25519(&self) -> Result<[u8; 32], CryptoError> {
+        Ok(self.verifying_key()?.to_montgomery().to_bytes())
     }
 
     /// Decodes the point, rejecting invalid and weak (small-order) keys.
@@ -110,6 +119,13 @@ impl SecretKey {
     /// The matching public key.
     pub fn public_key(&self) -> PublicKey {
         PublicKey(self.0.verifying_key().to_bytes())
+    }
+
+    /// The X25519 secret matching [`PublicKey::to_x25519`]: the low half of
+    /// SHA-512 of the seed, unclamped (X25519 clamps it; libsodium's
+    /// `crypto_sign_ed25519_sk_to_curve25519` returns it clamped). Wiped on drop.
+    pub(crate) fn x25519_secret(&self) -> Zeroizing<[u8; 32]> {
+        Zeroizing::new(self.0.to_scalar_bytes())
     }
 
     /// Signs `msg` (deterministic Ed25519).

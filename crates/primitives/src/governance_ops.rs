@@ -13,8 +13,9 @@
 //! kinds of op take a reserved tag without moving the others: `0x00–0x0F`
 //! groups, `0x10–0x1F` members, `0x20–0x2F` contexts, `0x30–0x3F` application
 //! and upgrades (`0x31–0x3F` reserved for per-context migration progress),
-//! `0x40–0x4F` metadata, `0x50–0x5F` reserved for group keys (rotation, key
-//! delivery envelopes), `0x60–0x6F` reserved for signing keys and invitations.
+//! `0x40–0x4F` metadata, `0x50–0x5F` group keys (`0x50` key rotated; the rest
+//! reserved, e.g. for delivering an existing key), `0x60–0x6F` reserved for
+//! signing keys and invitations.
 //! A node that meets a tag it does not know fails to decode the op; since every
 //! node of one version decodes the same set, the verdict is still the same on
 //! all of them.
@@ -22,8 +23,8 @@
 use borsh::{BorshDeserialize, BorshSerialize};
 
 use crate::{
-    ApplicationId, Capabilities, ContextId, CryptoError, Event, GroupId, Hash, HybridTimestamp, NamespaceId, OpId,
-    PublicKey, Role, SecretKey, Signature, UpgradePolicy,
+    ApplicationId, Capabilities, ContextId, CryptoError, Event, GroupId, Hash, HybridTimestamp, KeyEnvelope, KeyId,
+    NamespaceId, OpId, PublicKey, Role, SecretKey, Signature, UpgradePolicy,
 };
 
 /// Domain of the op id hash.
@@ -190,6 +191,16 @@ pub enum OpBody {
         /// The alias; empty clears it.
         alias: String,
     } = 0x40,
+    /// Makes a fresh key the group's current key (an admin's op), delivering it to
+    /// every member that can receive keys in one signed [`KeyEnvelope`] each.
+    /// Envelopes are sorted by recipient, each names this op's group, key id and
+    /// signer; the node's governance rules say which recipients are required.
+    KeyRotated {
+        /// The new key's id.
+        key_id: KeyId,
+        /// One envelope per member, sorted by recipient.
+        envelopes: Vec<KeyEnvelope>,
+    } = 0x50,
 }
 
 /// The signed content of an op: everything its id hashes.

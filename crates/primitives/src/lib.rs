@@ -13,6 +13,7 @@
 mod crypto;
 mod delta;
 mod engine;
+mod envelope;
 mod error;
 mod governance;
 mod governance_ops;
@@ -24,6 +25,7 @@ mod values;
 pub use crypto::*;
 pub use delta::*;
 pub use engine::*;
+pub use envelope::*;
 pub use error::*;
 pub use governance::*;
 pub use governance_ops::*;

@@ -611,6 +611,68 @@ fn op_body() {
     );
 }
 
+fn key_envelope() -> KeyEnvelope {
+    KeyEnvelope {
+        group_id: GroupId([0x22; 32]),
+        key_id: KeyId([0x4b; 32]),
+        sender: PublicKey([0xab; 32]),
+        recipient: PublicKey([0xcd; 32]),
+        ephemeral: [0xee; 32],
+        ciphertext: [0x5c; 48],
+        signature: Signature([0x51; 64]),
+    }
+}
+
+const KEY_ENVELOPE_HEX: &str = concat!(
+    "2222222222222222222222222222222222222222222222222222222222222222", // group_id
+    "4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b", // key_id
+    "abababababababababababababababababababababababababababababababab", // sender
+    "cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd", // recipient
+    "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee", // ephemeral
+    "5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c", // ciphertext (48 bytes: key ‖ tag)
+    "5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c",
+    "51515151515151515151515151515151515151515151515151515151515151515151515151515151515151515151515151515151515151515151515151515151", // signature
+);
+
+#[test]
+fn key_envelope_value() {
+    check(&key_envelope(), KEY_ENVELOPE_HEX);
+    assert_eq!(KEY_ENVELOPE_HEX.len() / 2, KeyEnvelope::ENCODED_LEN);
+}
+
+#[test]
+fn sealed() {
+    let sealed = Sealed { key_id: KeyId([0x4b; 32]), nonce: [0x33; 24], ciphertext: vec![0xc1; 17] };
+    let hex = [
+        "4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b", // key_id
+        "333333333333333333333333333333333333333333333333",                 // nonce
+        "11000000",                                                         // ciphertext: 17 bytes
+        "c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1",                               // ciphertext ‖ tag
+    ]
+    .concat();
+    check(&sealed, &hex);
+    assert_eq!(hex::encode(sealed.to_bytes()), hex);
+    assert_eq!(Sealed::from_bytes(&hex::decode(&hex).unwrap()), Ok(sealed));
+}
+
+#[test]
+fn key_rotated_op_body() {
+    check(
+        &OpBody::KeyRotated { key_id: KeyId([0x4b; 32]), envelopes: vec![key_envelope()] },
+        &[
+            "50",                                                               // tag KeyRotated
+            "4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b", // key_id
+            "01000000",                                                         // envelopes: 1
+            KEY_ENVELOPE_HEX,
+        ]
+        .concat(),
+    );
+    check(
+        &OpBody::KeyRotated { key_id: KeyId([0x4b; 32]), envelopes: Vec::new() },
+        &["50", "4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b", "00000000"].concat(),
+    );
+}
+
 fn op_content() -> OpContent {
     OpContent {
         namespace_id: NamespaceId([0x11; 32]),

@@ -15,7 +15,11 @@
 //!    the group keeps an admin. An overruled op stays in the log — a later branch
 //!    can change the running fold, so its verdict is recomputed on every fold.
 //!
-//! An op takes effect iff both judgments accept it ([`state::judge`]). The state
+//! The rules are the same at both stages except for a key rotation's recipients
+//! ([`Stage`]): at its parents they must be exactly the members, in the running
+//! fold only none may have left.
+//!
+//! An op takes effect iff both judgments accept it ([`state::judge_at`]). The state
 //! at an op's parents is a function of its ancestors only, so it is memoized by
 //! op id ([`Memo`]): for an op with one parent it is that parent's post-state,
 //! for a merge the fold of the union of the parents' ancestors. The whole log is
@@ -33,7 +37,7 @@ use std::sync::Arc;
 use weft_dag::{DagError, MemoryDag};
 use weft_primitives::{NamespaceId, OpId, SignedOp};
 
-use super::state::{self, GovState, Rejection};
+use super::state::{self, GovState, Rejection, Stage};
 
 /// The verdict on one op: it takes effect, or why not.
 pub type Verdict = Result<(), Rejection>;
@@ -190,7 +194,7 @@ fn fold_set(graph: &OpGraph, memo: &Memo, ids: impl IntoIterator<Item = OpId>) -
     for id in graph.sorted(ids) {
         let Some(op) = graph.get(&id) else { continue };
         let at_parents = memo.at_parents.get(&id).cloned().unwrap_or(Err(Rejection::Unsupported));
-        let verdict = at_parents.and_then(|()| state::judge(&state, op));
+        let verdict = at_parents.and_then(|()| state::judge_at(&state, op, Stage::Running));
         if verdict.is_ok() {
             state::apply(&mut state, op);
         }

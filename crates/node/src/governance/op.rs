@@ -2,7 +2,7 @@
 //! and signature. They depend only on the op's bytes, so a failure is final and
 //! the same on every node.
 
-use weft_primitives::{OpBody, OpId, SignedOp};
+use weft_primitives::{verify_batch, KeyEnvelope, OpBody, OpId, SignedOp};
 
 /// Size limits every node enforces identically.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,14 +13,31 @@ pub struct OpLimits {
     pub max_alias_len: usize,
     /// Longest migration method name, in bytes.
     pub max_migration_len: usize,
-    /// Longest encoded op, in bytes.
+    /// Longest encoded op, in bytes, not counting a key rotation's envelopes.
     pub max_op_bytes: usize,
+    /// Most envelopes of one key rotation (so most members a group can rotate its key for).
+    pub max_key_envelopes: usize,
 }
 
 impl Default for OpLimits {
-    /// 64 parents, 128-byte aliases, 256-byte migration names, 16 KiB ops.
+    /// 64 parents, 128-byte aliases, 256-byte migration names, 16 KiB ops plus
+    /// up to 1,024 key envelopes (272 bytes each).
     fn default() -> Self {
-        OpLimits { max_parents: 64, max_alias_len: 128, max_migration_len: 256, max_op_bytes: 16 << 10 }
+        OpLimits {
+            max_parents: 64,
+            max_alias_len: 128,
+            max_migration_len: 256,
+            max_op_bytes: 16 << 10,
+            max_key_envelopes: 1024,
+        }
+    }
+}
+
+impl OpLimits {
+    /// The longest any op may be: [`max_op_bytes`](Self::max_op_bytes) plus the
+    /// most envelopes a rotation may carry.
+    pub fn max_encoded_bytes(&self) -> usize {
+        self.max_op_bytes.saturating_add(self.max_key_envelopes.saturating_mul(KeyEnvelope::ENCODED_LEN))
     }
 }
 
@@ -56,14 +73,30 @@ pub enum InvalidOp {
     /// A field or the whole op is over its limit.
     #[error("oversized op field: {0}")]
     Oversized(&'static str),
+    /// A key rotation's envelopes are malformed: recipients not sorted and
+    /// distinct, or an envelope naming another group, key id or sender than the op.
+    #[error("malformed key envelopes: {0}")]
+    MalformedEnvelopes(&'static str),
+    /// A key envelope's signature does not verify under its sender's key.
+    #[error("bad key envelope signature on op {0}")]
+    BadEnvelopeSignature(OpId),
 }
 
-/// Decodes an op received as bytes, refusing oversized input before decoding.
+/// Decodes an op received as bytes, refusing input longer than any op may be
+/// ([`OpLimits::max_encoded_bytes`]) before decoding. Input over `max_op_bytes`
+/// that does not decode is reported as oversized; one that decodes is held to its
+/// kind's limit by [`check_shape`].
 pub fn decode_op(bytes: &[u8], limits: &OpLimits) -> Result<SignedOp, InvalidOp> {
-    if bytes.len() > limits.max_op_bytes {
+    if bytes.len() > limits.max_encoded_bytes() {
         return Err(InvalidOp::Oversized("op"));
     }
-    borsh::from_slice(bytes).map_err(|_| InvalidOp::Undecodable)
+    borsh::from_slice(bytes).map_err(|_| {
+        if bytes.len() > limits.max_op_bytes {
+            InvalidOp::Oversized("op")
+        } else {
+            InvalidOp::Undecodable
+        }
+    })
 }
 
 /// Checks shape, size limits and that the id matches the content. Cheap; run
@@ -83,9 +116,32 @@ pub fn check_shape(op: &SignedOp, limits: &OpLimits) -> Result<(), InvalidOp> {
         OpBody::TargetApplicationSet { migration: Some(m), .. } if m.len() > limits.max_migration_len => {
             return Err(InvalidOp::Oversized("migration"));
         }
+        OpBody::KeyRotated { key_id, envelopes } => {
+            if envelopes.len() > limits.max_key_envelopes {
+                return Err(InvalidOp::Oversized("key envelopes"));
+            }
+            if envelopes.windows(2).any(|w| w[0].recipient >= w[1].recipient) {
+                return Err(InvalidOp::MalformedEnvelopes("recipients must be sorted and distinct"));
+            }
+            for e in envelopes {
+                if e.group_id != c.group_id {
+                    return Err(InvalidOp::MalformedEnvelopes("an envelope names another group"));
+                }
+                if e.key_id != *key_id {
+                    return Err(InvalidOp::MalformedEnvelopes("an envelope names another key"));
+                }
+                if e.sender != c.signer {
+                    return Err(InvalidOp::MalformedEnvelopes("an envelope's sender is not the op's signer"));
+                }
+            }
+        }
         _ => {}
     }
-    if borsh::to_vec(op).map_or(true, |b| b.len() > limits.max_op_bytes) {
+    let envelope_bytes = match &c.body {
+        OpBody::KeyRotated { envelopes, .. } => envelopes.len().saturating_mul(KeyEnvelope::ENCODED_LEN),
+        _ => 0,
+    };
+    if borsh::to_vec(op).map_or(true, |b| b.len() > limits.max_op_bytes.saturating_add(envelope_bytes)) {
         return Err(InvalidOp::Oversized("op"));
     }
     let computed = c.op_id();
@@ -99,7 +155,15 @@ pub fn check_shape(op: &SignedOp, limits: &OpLimits) -> Result<(), InvalidOp> {
     Ok(())
 }
 
-/// Verifies the signer's signature (ZIP-215, the same verdict on every node).
+/// Verifies the signer's signature and, for a key rotation, every envelope's
+/// (ZIP-215, the same verdict on every node). Decryption plays no part.
 pub fn check_signature(op: &SignedOp) -> Result<(), InvalidOp> {
-    op.verify_signature().map_err(|_| InvalidOp::BadSignature(op.op_id))
+    op.verify_signature().map_err(|_| InvalidOp::BadSignature(op.op_id))?;
+    if let OpBody::KeyRotated { envelopes, .. } = &op.content.body {
+        let messages: Vec<Vec<u8>> = envelopes.iter().map(KeyEnvelope::signing_message).collect();
+        let items: Vec<_> =
+            envelopes.iter().zip(&messages).map(|(e, m)| (m.as_slice(), e.signature, e.sender)).collect();
+        verify_batch(&items).map_err(|_| InvalidOp::BadEnvelopeSignature(op.op_id))?;
+    }
+    Ok(())
 }

@@ -19,12 +19,20 @@
 //!   a deleted group's id is never reused and accepts no further op.
 //! - **Contexts.** A context belongs to at most one group of the namespace.
 //!   Registering needs `CREATE_CONTEXT`, detaching needs an admin.
+//! - **Group keys.** Only an admin rotates a group's key (`KeyRotated`), to a
+//!   key id the group never had. At the op's causal parents its envelopes must
+//!   go to exactly the members whose identity can receive keys (a valid,
+//!   non-weak Ed25519 key: [`can_receive_keys`]); in the running fold, to no one
+//!   who is no longer a member (a rotation that would hand the current key to a
+//!   member removed concurrently is overruled), while a member added concurrently
+//!   may be missing (it gets a key at the next rotation). See
+//!   [`super::keys`] for the whole lifecycle.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use weft_primitives::{
     AliasTarget, Capabilities, ContextCapabilities, ContextId, GroupId, GroupMetaValue, GroupUpgradeStatus,
-    GroupUpgradeValue, NamespaceId, NonceWindow, OpBody, PublicKey, Role, SignedOp, UpgradePolicy,
+    GroupUpgradeValue, KeyEnvelope, KeyId, NamespaceId, NonceWindow, OpBody, PublicKey, Role, SignedOp, UpgradePolicy,
 };
 
 /// How far beyond a signer's nonce floor a nonce may lie.
@@ -128,9 +136,38 @@ pub enum Rejection {
     /// one is not named: with several, the first seen depends on delivery order.)
     #[error("the op descends from a rejected op")]
     ParentRejected,
+    /// The group had this key before (a key id names one key; reusing it would
+    /// hand the current key to everyone who ever held it).
+    #[error("key {0} was already used in this group")]
+    KeyReused(KeyId),
+    /// A key rotation's envelopes do not go to the members they must: at the op's
+    /// causal parents exactly the members that can receive keys; in the running
+    /// fold, no one who is no longer a member (then `missing` is empty).
+    #[error("key envelopes missing for {missing:?}, or addressed to non-members {unexpected:?}")]
+    KeyRecipients {
+        /// Members without an envelope.
+        missing: Vec<PublicKey>,
+        /// Recipients that are not members.
+        unexpected: Vec<PublicKey>,
+    },
     /// An op kind this node does not know how to judge.
     #[error("unsupported op kind")]
     Unsupported,
+}
+
+/// Where an op is judged (see the fold's module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Against the state at its causal parents: what its signer saw.
+    AtParents,
+    /// Against the running fold, concurrent ops ordered before it included.
+    Running,
+}
+
+/// Whether `identity` can be sent group keys: it is a valid, non-weak Ed25519 key
+/// (so it has an X25519 form). The same verdict on every node.
+pub fn can_receive_keys(identity: &PublicKey) -> bool {
+    identity.to_x25519().is_ok()
 }
 
 /// The governance state of one group.
@@ -160,6 +197,14 @@ pub struct GroupState {
     pub children: BTreeSet<GroupId>,
     /// The latest upgrade (0x24).
     pub upgrade: Option<GroupUpgradeValue>,
+    /// The current group key's id: the last rotation that took effect. A fold
+    /// result, the same on every node; the key itself is node-local (0x3A).
+    pub key_id: Option<KeyId>,
+    /// Who was sent the current key (its rotation's recipients). A holder that is
+    /// no longer a member means the group needs a new key.
+    pub key_holders: BTreeSet<PublicKey>,
+    /// Every key id the group has rotated to (none may be reused).
+    pub key_ids: BTreeSet<KeyId>,
 }
 
 impl GroupState {
@@ -179,7 +224,26 @@ impl GroupState {
             context_aliases: BTreeMap::new(),
             children: BTreeSet::new(),
             upgrade: None,
+            key_id: None,
+            key_holders: BTreeSet::new(),
+            key_ids: BTreeSet::new(),
         }
+    }
+
+    /// The members that must receive a new key: those that [`can_receive_keys`].
+    pub fn key_recipients(&self) -> impl Iterator<Item = &PublicKey> {
+        self.members.keys().filter(|m| can_receive_keys(m))
+    }
+
+    /// Holders of the current key that are no longer members: while there are any
+    /// (or there is no key yet), the group needs a rotation.
+    pub fn stale_key_holders(&self) -> Vec<PublicKey> {
+        self.key_holders.iter().filter(|h| !self.members.contains_key(h)).copied().collect()
+    }
+
+    /// Members that can receive keys but were not sent the current one (added since).
+    pub fn members_without_key(&self) -> Vec<PublicKey> {
+        self.key_recipients().filter(|m| !self.key_holders.contains(m)).copied().collect()
     }
 
     /// A member's role.
@@ -313,8 +377,15 @@ impl GovState {
     }
 }
 
-/// Whether `op` may act on `state` (see the module docs for the rules).
+/// Whether `op` may act on `state` at its causal parents (see the module docs
+/// for the rules).
 pub fn judge(state: &GovState, op: &SignedOp) -> Result<(), Rejection> {
+    judge_at(state, op, Stage::AtParents)
+}
+
+/// Whether `op` may act on `state` at `stage`. The rules are the same at both
+/// stages except for key rotations' recipients.
+pub fn judge_at(state: &GovState, op: &SignedOp, stage: Stage) -> Result<(), Rejection> {
     let c = &op.content;
     let signer = &c.signer;
     if let Some(window) = state.nonces.get(signer) {
@@ -362,12 +433,18 @@ pub fn judge(state: &GovState, op: &SignedOp) -> Result<(), Rejection> {
             let parent = group.parent.ok_or(Rejection::CannotDeleteRoot)?;
             state.live(&parent)?.require(signer, Capabilities::DELETE_SUBGROUP)
         }
-        body => judge_in_group(state, state.live(&c.group_id)?, signer, body),
+        body => judge_in_group(state, state.live(&c.group_id)?, signer, body, stage),
     }
 }
 
 /// The rules of ops that act within one live group.
-fn judge_in_group(state: &GovState, g: &GroupState, signer: &PublicKey, body: &OpBody) -> Result<(), Rejection> {
+fn judge_in_group(
+    state: &GovState,
+    g: &GroupState,
+    signer: &PublicKey,
+    body: &OpBody,
+    stage: Stage,
+) -> Result<(), Rejection> {
     match body {
         OpBody::MemberAdded { identity, role } => {
             g.require(signer, Capabilities::MANAGE_MEMBERS)?;
@@ -462,7 +539,35 @@ fn judge_in_group(state: &GovState, g: &GroupState, signer: &PublicKey, body: &O
                 }
             }
         }
+        OpBody::KeyRotated { key_id, envelopes } => {
+            g.require_admin(signer)?;
+            if g.key_ids.contains(key_id) {
+                return Err(Rejection::KeyReused(*key_id));
+            }
+            key_recipients(g, envelopes, stage)
+        }
         _ => Err(Rejection::Unsupported),
+    }
+}
+
+/// Checks a rotation's recipients (sorted and distinct: the op's shape checks
+/// that) against the group's members at `stage`.
+fn key_recipients(g: &GroupState, envelopes: &[KeyEnvelope], stage: Stage) -> Result<(), Rejection> {
+    let strict = stage == Stage::AtParents;
+    let unexpected: Vec<PublicKey> = envelopes
+        .iter()
+        .map(|e| e.recipient)
+        .filter(|r| !g.members.contains_key(r) || (strict && !can_receive_keys(r)))
+        .collect();
+    let missing: Vec<PublicKey> = if strict {
+        g.key_recipients().filter(|m| envelopes.binary_search_by(|e| e.recipient.cmp(m)).is_err()).copied().collect()
+    } else {
+        Vec::new()
+    };
+    if missing.is_empty() && unexpected.is_empty() {
+        Ok(())
+    } else {
+        Err(Rejection::KeyRecipients { missing, unexpected })
     }
 }
 
@@ -575,6 +680,11 @@ fn apply_in_group(g: &mut GroupState, op: &SignedOp, body: &OpBody) {
             AliasTarget::Member(identity) => set_alias(&mut g.member_aliases, *identity, alias),
             AliasTarget::Context(context_id) => set_alias(&mut g.context_aliases, *context_id, alias),
         },
+        OpBody::KeyRotated { key_id, envelopes } => {
+            g.key_id = Some(*key_id);
+            g.key_ids.insert(*key_id);
+            g.key_holders = envelopes.iter().map(|e| e.recipient).collect();
+        }
         _ => {}
     }
 }

@@ -10,6 +10,7 @@
 //! | 0x31 GroupOpHead (group) | the last seq of that group's log, and its heads: its ops no later op of the group descends from |
 //! | 0x37 NamespaceIdentity (namespace) | this node's keypair in a namespace it created |
 //! | 0x20–0x2F, 0x33, 0x35, 0x36 | the materialized fold: meta, members, contexts, upgrade, capabilities, nonces, aliases, subgroups |
+//! | 0x3A GroupKeyEntry (group ‖ key id) | group keys delivered to this node (node-local secrets, raw bytes; see [`super::keys`]) |
 //!
 //! Each submit that logs ops writes, in **one atomic batch**, the new ops' rows,
 //! the heads and the difference between the previous fold and the new one — so
@@ -94,6 +95,9 @@ pub enum GovernanceError {
     /// Stored rows contradict each other (a bug or on-disk corruption).
     #[error("inconsistent governance store: {0}")]
     Inconsistent(String),
+    /// Sealing a group key for a member failed.
+    #[error("group key: {0}")]
+    Envelope(#[from] weft_primitives::EnvelopeError),
 }
 
 /// What became of a submitted op.
@@ -370,6 +374,7 @@ impl<B: Backend> Governance<B> {
         let mut batch = self.store.batch();
         self.stage_log(&mut batch, &next.graph, namespace_id, &outcome.logged)?;
         self.stage_view(&mut batch, &loaded.folded.state, &folded.state)?;
+        self.stage_delivered_keys(&mut batch, &namespace_id, &next.graph, &outcome.logged)?;
         self.store.write(batch)?;
         let verdict = |id: &OpId| folded.verdicts.get(id).cloned().unwrap_or(Err(Rejection::Unsupported));
         let op = match outcome.first {
@@ -698,6 +703,13 @@ impl<B: Backend> Governance<B> {
     /// The namespace's folded state (all groups), as the materialized rows hold it.
     pub fn state(&self, namespace_id: &NamespaceId) -> Result<GovState, GovernanceError> {
         self.with_loaded(namespace_id, |l| l.folded.state.clone())
+    }
+
+    /// The id of a group's current key in the current fold (`None`: no key yet), without
+    /// copying the state (read on every sealed message).
+    pub fn current_key_id(&self, group_id: &GroupId) -> Result<Option<weft_primitives::KeyId>, GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        self.with_loaded(&namespace_id, |l| l.folded.state.group(group_id).and_then(|g| g.key_id))
     }
 
     /// Every logged op's verdict in the current fold.

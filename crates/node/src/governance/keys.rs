@@ -1,0 +1,274 @@
+//! Group keys: the lifecycle of each group's symmetric key, driven by the op fold.
+//!
+//! The cryptography is in `weft_primitives` ([`GroupKey`], [`weft_primitives::seal`],
+//! [`KeyEnvelope`]); this module decides which key is current and who holds it.
+//!
+//! ## Lifecycle
+//!
+//! - **A rotation is an op.** An admin's node draws a fresh [`GroupKey`] and signs
+//!   `OpBody::KeyRotated { key_id, envelopes }`, one signed envelope per member
+//!   (any role) whose identity can receive keys, sorted by recipient. The group's
+//!   creator does so right after creating it (a group's first key); an admin does
+//!   so whenever a member is removed or leaves.
+//! - **Validity never depends on decryption.** Whether a rotation takes effect is
+//!   decided from its bytes and the fold alone, so every node reaches the same
+//!   verdict whether or not it can open an envelope:
+//!   - *malformed for good* ([`super::InvalidOp`], never logged): more than
+//!     `max_key_envelopes` envelopes, recipients not sorted and distinct, an
+//!     envelope naming another group, key id or sender than the op, or an
+//!     envelope signature that does not verify;
+//!   - *at its causal parents* ([`Rejection`], never logged): the signer must be
+//!     an admin, the key id new to the group ([`Rejection::KeyReused`]), and the
+//!     recipients exactly the members that can receive keys
+//!     ([`Rejection::KeyRecipients`] names who is missing or unexpected);
+//!   - *in the running fold* (logged but overruled): the signer must still be an
+//!     admin, and no recipient may have stopped being a member. A rotation racing
+//!     a removal therefore never becomes current if it would hand the key to the
+//!     removed member; a member added concurrently may lack the key (see
+//!     [`KeyStatus::members_without_key`]) until the next rotation.
+//! - **The current key** of a group is the last rotation that takes effect in the
+//!   fold ([`super::GroupState::key_id`]), with its recipients
+//!   ([`super::GroupState::key_holders`]). Like every fold result it is the same on
+//!   every node in any delivery order, and it is recomputed from the log, never
+//!   stored: the materialized rows (and their golden bytes) are unchanged.
+//! - **The keys themselves are node-local** (0x3A, `GroupKeyEntry`: group ‖ key
+//!   id → the 32 raw key bytes). When a submit logs a rotation carrying an
+//!   envelope for this node's identity in the namespace (0x37), the key is opened
+//!   and written in the same batch as the log rows. Keys of rotations that are
+//!   logged but overruled are kept too: a payload sealed under one is still
+//!   readable. A node with no envelope stores nothing; an envelope that fails to
+//!   open is logged as a warning and skipped. A rotation logged before the node
+//!   held an identity is opened on first use ([`Governance::group_key`]).
+//! - **Removal.** The removed member's identity gets no envelope, so it never holds
+//!   a key rotated to after its removal, whatever the delivery order. Between the
+//!   removal and the rotation the old key is still current:
+//!   [`KeyStatus::needs_rotation`] says so, and [`Governance::ensure_group_key`]
+//!   closes the gap on any admin's node.
+//!
+//! Keys of deleted groups stay in 0x3A (payloads sealed under them stay readable).
+
+use weft_primitives::{
+    open_key_envelope, EnvelopeError, GroupId, GroupKey, KeyEnvelope, KeyId, NamespaceId, OpBody, OpId, PublicKey,
+    Role, SecretKey, SignedOp,
+};
+use weft_store::schema::{Column, GroupKeyEntry, NamespaceIdentity};
+use weft_store::{Backend, Read, WriteBatch};
+
+use super::fold::OpGraph;
+use super::state::{GroupState, Rejection};
+use super::store::{Governance, GovernanceError};
+
+/// Attempts at a rotation when the membership changes between building it and logging it.
+const ROTATION_ATTEMPTS: usize = 3;
+
+/// Rows of a group's log read per page when looking for a rotation.
+const LOG_PAGE: usize = 256;
+
+/// Where a group's key stands, from the current fold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyStatus {
+    /// The current key's id, if the group has had a rotation.
+    pub key_id: Option<KeyId>,
+    /// Holders of the current key that are no longer members (removed or left).
+    pub stale_holders: Vec<PublicKey>,
+    /// Members that can receive keys but were not sent the current one.
+    pub members_without_key: Vec<PublicKey>,
+}
+
+impl KeyStatus {
+    /// The status of a group's state.
+    pub fn of(group: &GroupState) -> KeyStatus {
+        KeyStatus {
+            key_id: group.key_id,
+            stale_holders: group.stale_key_holders(),
+            members_without_key: group.members_without_key(),
+        }
+    }
+
+    /// Whether an admin should rotate: the group has no key yet, or someone who
+    /// holds the current key is no longer a member.
+    pub fn needs_rotation(&self) -> bool {
+        self.key_id.is_none() || !self.stale_holders.is_empty()
+    }
+}
+
+/// The body of a rotation of group `group_id` (in state `group`) to `key`, sent by
+/// `sender`: one envelope per member that can receive keys, sorted by recipient.
+pub fn rotation_body(
+    group_id: GroupId,
+    group: &GroupState,
+    sender: &SecretKey,
+    key: &GroupKey,
+) -> Result<OpBody, EnvelopeError> {
+    let envelopes = group
+        .key_recipients()
+        .map(|member| KeyEnvelope::seal(sender, member, group_id, key))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(OpBody::KeyRotated { key_id: key.key_id(), envelopes })
+}
+
+/// The key a rotation op delivers to `recipient`: `None` if the op is no rotation
+/// or holds no envelope for it.
+pub fn open_rotation(op: &SignedOp, recipient: &SecretKey) -> Option<Result<GroupKey, EnvelopeError>> {
+    let OpBody::KeyRotated { envelopes, .. } = &op.content.body else { return None };
+    let me = recipient.public_key();
+    let envelope = envelopes.iter().find(|e| e.recipient == me)?;
+    if envelope.group_id != op.content.group_id {
+        return Some(Err(EnvelopeError::Tampered));
+    }
+    Some(open_key_envelope(recipient, envelope, Some(&op.content.signer)))
+}
+
+fn parse_key(group_id: &GroupId, key_id: &KeyId, bytes: &[u8]) -> Result<GroupKey, GovernanceError> {
+    let bytes: [u8; 32] = bytes.try_into().map_err(|_| {
+        GovernanceError::Inconsistent(format!("key {key_id} of group {group_id} is {} bytes, not 32", bytes.len()))
+    })?;
+    let key = GroupKey::from_bytes(bytes);
+    if key.key_id() != *key_id {
+        return Err(GovernanceError::Inconsistent(format!(
+            "stored key of group {group_id} does not match id {key_id}"
+        )));
+    }
+    Ok(key)
+}
+
+impl<B: Backend> Governance<B> {
+    /// This node's identity in a namespace, if it holds one (0x37).
+    fn local_identity(&self, namespace_id: &NamespaceId) -> Result<Option<SecretKey>, GovernanceError> {
+        Ok(self
+            .store()
+            .get(&NamespaceIdentity { namespace_id: *namespace_id })?
+            .map(|row| SecretKey::from_bytes(&row.private_key)))
+    }
+
+    /// Stages the 0x3A rows of the keys that newly logged rotations deliver to this
+    /// node's identity in the namespace (part of the submit's batch).
+    pub(super) fn stage_delivered_keys(
+        &self,
+        batch: &mut WriteBatch<'_, B, Column>,
+        namespace_id: &NamespaceId,
+        graph: &OpGraph,
+        logged: &[OpId],
+    ) -> Result<(), GovernanceError> {
+        let rotations: Vec<&SignedOp> = logged
+            .iter()
+            .filter_map(|id| graph.get(id))
+            .filter(|op| matches!(op.content.body, OpBody::KeyRotated { .. }))
+            .collect();
+        if rotations.is_empty() {
+            return Ok(());
+        }
+        let Some(identity) = self.local_identity(namespace_id)? else { return Ok(()) };
+        for op in rotations {
+            if let Some(key) = opened(op, &identity) {
+                batch.put(&GroupKeyEntry { group_id: op.content.group_id, key_id: key.key_id() }, key.as_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// Where a group's key stands in the current fold.
+    pub fn key_status(&self, group_id: &GroupId) -> Result<KeyStatus, GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        let state = self.state(&namespace_id)?;
+        state.group(group_id).map(KeyStatus::of).ok_or(GovernanceError::UnknownGroup(*group_id))
+    }
+
+    /// The group's current key and its id, if the group has one and this node was
+    /// sent it. `None` when there is no rotation yet, or this node holds no
+    /// envelope for the current key (it is not a member, or was removed).
+    pub fn current_group_key(&self, group_id: &GroupId) -> Result<Option<(KeyId, GroupKey)>, GovernanceError> {
+        let Some(key_id) = self.key_status(group_id)?.key_id else { return Ok(None) };
+        Ok(self.group_key(group_id, &key_id)?.map(|key| (key_id, key)))
+    }
+
+    /// One of the group's keys, by id, if this node was sent it (to open payloads
+    /// sealed under older keys). Reads 0x3A; on a miss, looks for the rotation in
+    /// the group's log and opens it with this node's identity (a rotation logged
+    /// before the node held one), storing the key.
+    pub fn group_key(&self, group_id: &GroupId, key_id: &KeyId) -> Result<Option<GroupKey>, GovernanceError> {
+        let row = GroupKeyEntry { group_id: *group_id, key_id: *key_id };
+        if let Some(bytes) = self.store().get(&row)? {
+            return parse_key(group_id, key_id, &bytes).map(Some);
+        }
+        let namespace_id = self.namespace_of(group_id)?;
+        let Some(identity) = self.local_identity(&namespace_id)? else { return Ok(None) };
+        let mut after = 0;
+        loop {
+            let page = self.group_log(group_id, after, LOG_PAGE)?;
+            let Some((last, _)) = page.last() else { return Ok(None) };
+            after = *last;
+            for (_, op) in &page {
+                match &op.content.body {
+                    OpBody::KeyRotated { key_id: id, .. } if id == key_id => {}
+                    _ => continue,
+                }
+                if let Some(key) = opened(op, &identity) {
+                    self.store().put(&row, key.as_bytes())?;
+                    return Ok(Some(key));
+                }
+            }
+        }
+    }
+
+    /// Rotates a group's key: draws a fresh key, seals it to every member that can
+    /// receive keys, signs the rotation with `secret` (an admin of the group) on the
+    /// current heads and logs it; the key is stored first (0x3A). Returns the op
+    /// (for the caller to publish) and the new key's id.
+    ///
+    /// Errors leave the group's key as it was: [`Rejection::AdminRequired`] /
+    /// [`Rejection::NotMember`] for a signer that is not an admin; a membership
+    /// change landing between building and logging the op is retried.
+    pub fn rotate_group_key(&self, group_id: &GroupId, secret: &SecretKey) -> Result<(OpId, KeyId), GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let state = self.state(&namespace_id)?;
+            let group = state.group(group_id).ok_or(GovernanceError::UnknownGroup(*group_id))?;
+            let signer = secret.public_key();
+            match group.role(&signer) {
+                Some(Role::Admin) => {}
+                Some(_) => return Err(Rejection::AdminRequired(signer).into()),
+                None => return Err(Rejection::NotMember(signer).into()),
+            }
+            let key = GroupKey::generate();
+            let key_id = key.key_id();
+            let body = rotation_body(*group_id, group, secret, &key)?;
+            self.store().put(&GroupKeyEntry { group_id: *group_id, key_id }, key.as_bytes())?;
+            match self.act(namespace_id, *group_id, secret, body) {
+                Ok(op_id) => return Ok((op_id, key_id)),
+                Err(GovernanceError::Rejected(Rejection::KeyRecipients { .. })) if attempt < ROTATION_ATTEMPTS => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Rotates the group's key if it needs it ([`KeyStatus::needs_rotation`]: no
+    /// key yet, or a holder was removed or left) and `secret` is one of its admins;
+    /// otherwise does nothing. Returns the rotation op (to publish) and the key id.
+    pub fn ensure_group_key(
+        &self,
+        group_id: &GroupId,
+        secret: &SecretKey,
+    ) -> Result<Option<(OpId, KeyId)>, GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        let state = self.state(&namespace_id)?;
+        let group = state.group(group_id).ok_or(GovernanceError::UnknownGroup(*group_id))?;
+        if !KeyStatus::of(group).needs_rotation() || group.role(&secret.public_key()) != Some(Role::Admin) {
+            return Ok(None);
+        }
+        self.rotate_group_key(group_id, secret).map(Some)
+    }
+}
+
+/// Opens the envelope `op` holds for `identity`, logging a failure.
+fn opened(op: &SignedOp, identity: &SecretKey) -> Option<GroupKey> {
+    match open_rotation(op, identity)? {
+        Ok(key) => Some(key),
+        Err(e) => {
+            tracing::warn!(op = %op.op_id, group = %op.content.group_id, error = %e, "cannot open a key envelope");
+            None
+        }
+    }
+}
