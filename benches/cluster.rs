@@ -19,6 +19,11 @@
 //!   counted on Q's TCP connection to P meanwhile, all framing included (from `ss`; `null`
 //!   without it).
 //!
+//! - `snapshot_join`: then a fresh node R joins P's context (`WEFT_CLUSTER_CATCHUP` + 10
+//!   deltas, as many keys): it takes a snapshot (state, versions and DAG from one read view
+//!   of P's store, checked against the root) instead of replaying the deltas, then
+//!   converges. Keys per second = R's keys / time from R's start to convergence.
+//!
 //! Run: `cargo bench --workspace --bench cluster` (or `./x bench --bench cluster`). A quick
 //! smoke run: `WEFT_CLUSTER_SECONDS=2 WEFT_CLUSTER_CATCHUP=2000 cargo bench --workspace --bench cluster`.
 
@@ -368,7 +373,7 @@ fn tcp_port(addr: &Multiaddr) -> Option<u16> {
 }
 
 /// Catch-up of a node that missed `missed` deltas, then the in-sync check on the same pair.
-async fn catch_up_and_check(missed: u64) -> R<(String, String)> {
+async fn catch_up_and_check(missed: u64) -> R<(String, String, String)> {
     let p_dir = tempfile::tempdir()?;
     let q_dir = tempfile::tempdir()?;
     let p = start(open_engine(p_dir.path())?, 21, Vec::new(), QUIET).await?;
@@ -468,8 +473,37 @@ async fn catch_up_and_check(missed: u64) -> R<(String, String)> {
         in_sync,
     );
     q.net.shutdown().await?;
+
+    // A fresh node joins P's context, now of `missed + 10` deltas: by snapshot.
+    eprintln!("cluster: a fresh node joins by snapshot");
+    let r_dir = tempfile::tempdir()?;
+    let joined = Instant::now();
+    let r = start(open_engine(r_dir.path())?, 23, vec![p_addr], QUIET).await?;
+    converged(&[&p, &r], Duration::from_secs(1800)).await?;
+    let took = joined.elapsed();
+    let r_view = r.engine.view(&CTX)?;
+    if r.engine.recompute_root(&CTX)? != r_view.root_hash {
+        return Err("R's stored root is not the root of its state".into());
+    }
+    let r_stats = counters(r.net.stats());
+    let snapshot = format!(
+        concat!(
+            "{{\"keys\":{},\"deltas\":{},\"join_s\":{:.2},\"keys_per_s\":{:.0},\"snapshots_installed\":{},",
+            "\"deltas_replayed\":{},\"sync_requests\":{},\"bytes_received\":{}}}"
+        ),
+        r_view.status.key_count,
+        r_view.status.delta_count,
+        took.as_secs_f64(),
+        r_view.status.key_count as f64 / took.as_secs_f64(),
+        r.net.stats().snapshots_installed.load(Ordering::Relaxed),
+        r.net.stats().synced_deltas.load(Ordering::Relaxed),
+        r_stats.requests,
+        r_stats.received,
+    );
+    eprintln!("cluster: joined by snapshot in {took:?}");
+    r.net.shutdown().await?;
     p.net.shutdown().await?;
-    Ok((catch_up, check))
+    Ok((catch_up, check, snapshot))
 }
 
 async fn run() -> R<String> {
@@ -478,13 +512,13 @@ async fn run() -> R<String> {
     let seconds = env("WEFT_CLUSTER_SECONDS", 10)?;
     let missed = env("WEFT_CLUSTER_CATCHUP", 100_000)?;
     let latency = latency(nodes, rate, seconds).await?;
-    let (catch_up, check) = catch_up_and_check(missed).await?;
+    let (catch_up, check, snapshot) = catch_up_and_check(missed).await?;
     Ok(format!(
         concat!(
-            "{{\"bench\":\"cluster\",\"latency\":{},\"catch_up\":{},\"in_sync_check\":{},",
+            "{{\"bench\":\"cluster\",\"latency\":{},\"catch_up\":{},\"in_sync_check\":{},\"snapshot_join\":{},",
             "\"goals\":{{\"p50_ms\":20,\"p99_ms\":200,\"catch_up_deltas_per_s\":20000,\"in_sync_round_trips\":1}}}}"
         ),
-        latency, catch_up, check
+        latency, catch_up, check, snapshot
     ))
 }
 

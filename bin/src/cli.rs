@@ -352,8 +352,9 @@ pub enum ContextCmd {
         /// The invitation string `weft context invite` printed.
         invitation: String,
     },
-    /// Leave the context's group (context_leave): this node's writes to it are refused from
-    /// then on. The last admin cannot leave.
+    /// Leave the context (context_leave): leave its group, so this node's writes to it are
+    /// refused from then on, and stop syncing it, also after a restart. The local copy is kept
+    /// and stays readable; a new invitation joins it again. The last admin cannot leave.
     Leave {
         /// The context id.
         context_id: String,
@@ -684,6 +685,17 @@ fn human_event(event: &Value) -> String {
             format!("member_changed {} {} in group {}", s("identity"), s("change"), s("group_id"))
         }
         "in_sync" => format!("in_sync {} with peer {}", s("context_id"), s("peer")),
+        "snapshot" => match s("stage").as_str() {
+            "receiving" => format!("{} of {} from peer {}", snapshot_bar(event), s("context_id"), s("peer")),
+            "installed" => format!(
+                "snapshot of {} installed from peer {}: {} keys, {} deltas",
+                s("context_id"),
+                s("peer"),
+                event.get("keys_total").cloned().unwrap_or(Value::Null),
+                event.get("deltas_total").cloned().unwrap_or(Value::Null)
+            ),
+            _ => format!("snapshot of {} from peer {} failed: {}", s("context_id"), s("peer"), s("reason")),
+        },
         "rejected" => format!("rejected a delta from peer {} on {}: {}", s("peer"), s("context_id"), s("reason")),
         "lagged" => format!(
             "lagged: missed {} events; run `weft context status` to resynchronize",
@@ -1122,7 +1134,10 @@ async fn wait_in_sync(client: &Client, context_id: &str, timeout: Duration, json
         let pending = r.get("pending_count").and_then(Value::as_u64).unwrap_or(0);
         let applied = r.get("delta_count").and_then(Value::as_u64).unwrap_or(0);
         if interactive {
-            eprint!("\rsyncing: {applied} deltas applied, {pending} pending   ");
+            match r.get("snapshot").filter(|s| !s.is_null()) {
+                Some(s) => eprint!("\r{}   ", snapshot_bar(s)),
+                None => eprint!("\rsyncing: {applied} deltas applied, {pending} pending   "),
+            }
         }
         if in_sync && pending == 0 {
             if interactive {
@@ -1144,6 +1159,20 @@ async fn wait_in_sync(client: &Client, context_id: &str, timeout: Duration, json
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// A progress bar for a snapshot being received (`context_status.snapshot`).
+fn snapshot_bar(s: &Value) -> String {
+    let n = |k: &str| s.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let (entries, total) = (n("entries"), n("keys_total"));
+    let done = (entries.min(total) * 30).checked_div(total).unwrap_or(0) as usize;
+    format!(
+        "snapshot [{}{}] {entries}/{total} keys, {} deltas, {:.1} MB",
+        "#".repeat(done),
+        "-".repeat(30 - done),
+        n("deltas"),
+        n("bytes") as f64 / 1e6
+    )
 }
 
 /// The strings of the array at `k`, space-separated.
@@ -1182,5 +1211,17 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn snapshot_bars_show_the_share_received() {
+        let half = json!({ "entries": 50, "keys_total": 100, "deltas": 0, "bytes": 2_500_000 });
+        assert_eq!(
+            snapshot_bar(&half),
+            format!("snapshot [{}{}] 50/100 keys, 0 deltas, 2.5 MB", "#".repeat(15), "-".repeat(15))
+        );
+        // Tombstones can make entries exceed the live keys: the bar stays full, not past it.
+        let over = json!({ "entries": 120, "keys_total": 100, "deltas": 7, "bytes": 0 });
+        assert!(snapshot_bar(&over).starts_with(&format!("snapshot [{}]", "#".repeat(30))));
     }
 }

@@ -6,12 +6,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{eventually, http, init, init_with, stdout_ok, Node, WEFT};
-use serde_json::{json, Value};
+use common::{eventually, http, init, init_with, stdout_ok, watch_json, Node};
+use serde_json::json;
 
 #[test]
 fn two_nodes_share_a_context_as_the_quick_start_says() {
@@ -39,24 +37,7 @@ fn two_nodes_share_a_context_as_the_quick_start_says() {
 
     // Watch a's events, so the write b makes is seen arriving (the subscription starts
     // asynchronously: a writes until the watcher reports a's own write).
-    let mut watch = Command::new(WEFT)
-        .arg("--home")
-        .arg(&home_a)
-        .args(["--json", "context", "watch", &ctx])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let (tx, events) = std::sync::mpsc::channel();
-    let stdout = watch.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(serde_json::from_str::<Value>(&line).unwrap()).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut watch, events) = watch_json(&home_a, &["context", "watch", &ctx]);
     eventually(Duration::from_secs(30), "a's watcher to see a's write", || {
         stdout_ok(&a.weft(&["state", "put", &ctx, "greeting", "hello from a"]));
         events.recv_timeout(Duration::from_millis(300)).ok()

@@ -234,3 +234,29 @@ pub fn request(addr: SocketAddr, raw: &str) -> std::io::Result<(u16, String)> {
         }
     }
 }
+
+/// Runs `weft --home <home> --json <args>` (a `watch` command) in the background; its output
+/// lines arrive, parsed, on the receiver. Kill the child when done.
+pub fn watch_json(home: &Path, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<Value>) {
+    let mut child = Command::new(WEFT)
+        .arg("--home")
+        .arg(home)
+        .arg("--json")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(serde_json::from_str::<Value>(&line).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}

@@ -178,11 +178,23 @@ pub struct SyncConfig {
     pub max_sessions: u32,
     /// How long `context_join` waits for the inviter's governance ops, in milliseconds.
     pub join_timeout_ms: u64,
+    /// A node holding no delta of a context joins by snapshot when a peer has applied at
+    /// least this many deltas (0: always).
+    pub snapshot_threshold: u64,
+    /// Most MiB of a snapshot buffered while receiving it.
+    pub snapshot_max_mb: u64,
 }
 
 impl Default for SyncConfig {
     fn default() -> Self {
-        SyncConfig { anti_entropy_interval_ms: 5000, catch_up_batch: 2048, max_sessions: 8, join_timeout_ms: 30_000 }
+        SyncConfig {
+            anti_entropy_interval_ms: 5000,
+            catch_up_batch: 2048,
+            max_sessions: 8,
+            join_timeout_ms: 30_000,
+            snapshot_threshold: 1000,
+            snapshot_max_mb: 512,
+        }
     }
 }
 
@@ -243,7 +255,7 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 14] = [
+        let positive: [(&'static str, u64); 15] = [
             ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
             ("rpc.max_connections", u64::from(self.rpc.max_connections)),
             ("storage.memory_budget_mb", self.storage.memory_budget_mb),
@@ -253,6 +265,7 @@ impl NodeConfig {
             ("sync.catch_up_batch", u64::from(self.sync.catch_up_batch)),
             ("sync.max_sessions", u64::from(self.sync.max_sessions)),
             ("sync.join_timeout_ms", self.sync.join_timeout_ms),
+            ("sync.snapshot_max_mb", self.sync.snapshot_max_mb),
             ("limits.max_actions", u64::from(self.limits.max_actions)),
             ("limits.max_parents", u64::from(self.limits.max_parents)),
             ("limits.max_key_bytes", u64::from(self.limits.max_key_bytes)),
@@ -348,6 +361,10 @@ impl NodeConfig {
             bootstrap: self.p2p.bootstrap.clone(),
             anti_entropy_interval: Duration::from_millis(self.sync.anti_entropy_interval_ms),
             sync_batch: self.sync.catch_up_batch,
+            snapshot_threshold: self.sync.snapshot_threshold,
+            max_sessions: usize::try_from(self.sync.max_sessions).unwrap_or(usize::MAX),
+            snapshot_max_bytes: usize::try_from(self.sync.snapshot_max_mb.saturating_mul(1 << 20))
+                .unwrap_or(usize::MAX),
             ..NetConfig::default()
         }
     }
@@ -409,12 +426,21 @@ background_jobs = {background_jobs}
 anti_entropy_interval_ms = {anti_entropy_interval_ms}
 # Deltas per message when a peer catches up (at most 2048). Default 2048.
 catch_up_batch = {catch_up_batch}
-# Most sync sessions at once (not enforced yet: the network runs one catch-up
-# session per peer and context). Default 8.
+# Most catch-up sessions (deltas, governance ops or a snapshot, one per peer and
+# context or namespace) this node runs at once; more wait for the next
+# anti-entropy round. Default 8.
 max_sessions = {max_sessions}
 # How long joining a context by invitation waits for the inviter's governance ops
 # to make this node a member, in milliseconds. Default 30000.
 join_timeout_ms = {join_timeout_ms}
+# A node holding none of a context's deltas joins it by snapshot (state, versions
+# and DAG from one read view of a peer, checked against the root) when the peer
+# has applied at least this many deltas; below, it replays the deltas. 0: always.
+# Default 1000.
+snapshot_threshold = {snapshot_threshold}
+# Most MiB of a snapshot held in memory while receiving it; a larger context is
+# joined by replaying its deltas instead. Default 512.
+snapshot_max_mb = {snapshot_max_mb}
 
 [limits]
 # Sizes every node must enforce identically: a delta one node accepts and another
@@ -449,6 +475,8 @@ max_blob_bytes = {max_blob_bytes}
             catch_up_batch = self.sync.catch_up_batch,
             max_sessions = self.sync.max_sessions,
             join_timeout_ms = self.sync.join_timeout_ms,
+            snapshot_threshold = self.sync.snapshot_threshold,
+            snapshot_max_mb = self.sync.snapshot_max_mb,
             max_actions = self.limits.max_actions,
             max_parents = self.limits.max_parents,
             max_key_bytes = self.limits.max_key_bytes,

@@ -42,6 +42,7 @@ pub struct NodeMetrics {
     peer_divergences: Counter,
     repairs: Counter,
     repaired_keys: Counter,
+    snapshots: Family<[(&'static str, &'static str); 1], Counter>,
     governance_ops: Family<[(&'static str, &'static str); 1], Counter>,
     gossip_accepted: Counter,
     gossip_rejected: Counter,
@@ -86,6 +87,7 @@ impl NodeMetrics {
             peer_divergences: Counter::default(),
             repairs: Counter::default(),
             repaired_keys: Counter::default(),
+            snapshots: Family::default(),
             governance_ops: Family::default(),
             gossip_accepted: Counter::default(),
             gossip_rejected: Counter::default(),
@@ -124,6 +126,11 @@ impl NodeMetrics {
         );
         registry.register("repairs", "Merkle repair sessions completed with peers", m.repairs.clone());
         registry.register("repaired_keys", "Keys whose state a Merkle repair changed here", m.repaired_keys.clone());
+        registry.register(
+            "snapshots",
+            "Snapshots received for fresh joins, by outcome (installed or failed)",
+            m.snapshots.clone(),
+        );
         registry.register("governance_ops", "Governance ops logged, by source", m.governance_ops.clone());
         registry.register("gossip_accepted", "Deltas received by gossip and accepted", m.gossip_accepted.clone());
         registry.register("gossip_rejected", "Gossip and synced deltas rejected as invalid", m.gossip_rejected.clone());
@@ -205,6 +212,11 @@ impl NodeMetrics {
     pub fn repaired(&self, keys: u64) {
         self.repairs.inc();
         self.repaired_keys.inc_by(keys);
+    }
+
+    /// Counts a snapshot received for a fresh join: installed, or failed.
+    pub fn snapshot(&self, installed: bool) {
+        self.snapshots.get_or_create(&[("outcome", if installed { "installed" } else { "failed" })]).inc();
     }
 
     /// Counts governance ops logged (signed here, or received from peers).

@@ -32,6 +32,7 @@ mod groups;
 pub mod invitation;
 mod network;
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use borsh::BorshSerialize;
@@ -128,6 +129,16 @@ pub enum ContextEvent {
         /// The peer.
         peer: libp2p::PeerId,
     },
+    /// A snapshot of the context is being received from a peer, was installed, or failed
+    /// (sync progress of a fresh join).
+    Snapshot {
+        /// The context.
+        context_id: ContextId,
+        /// The peer serving it.
+        peer: libp2p::PeerId,
+        /// Where it stands.
+        progress: SnapshotProgress,
+    },
     /// A peer sent a delta this node refused (sync progress).
     Rejected {
         /// The context.
@@ -137,6 +148,25 @@ pub enum ContextEvent {
         /// Why.
         reason: String,
     },
+}
+
+/// Where a snapshot being received stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotProgress {
+    /// `receiving`, `installed` or `failed`.
+    pub stage: &'static str,
+    /// Entries received (tombstones included).
+    pub entries: u64,
+    /// Live keys the snapshot holds (installed: live keys installed).
+    pub keys_total: u64,
+    /// DAG nodes received.
+    pub deltas: u64,
+    /// Deltas the snapshot covers.
+    pub deltas_total: u64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Why it failed (`failed` only).
+    pub reason: Option<String>,
 }
 
 impl ContextEvent {
@@ -149,6 +179,7 @@ impl ContextEvent {
             | ContextEvent::MemberChanged { context_id, .. }
             | ContextEvent::PeerInSync { context_id, .. }
             | ContextEvent::Repaired { context_id, .. }
+            | ContextEvent::Snapshot { context_id, .. }
             | ContextEvent::Rejected { context_id, .. } => context_id,
         }
     }
@@ -339,6 +370,8 @@ pub struct NodeService<B: Backend> {
     events: broadcast::Sender<ContextEvent>,
     metrics: Arc<NodeMetrics>,
     join_timeout: std::time::Duration,
+    /// Snapshots being received, by context (for `context_status` while a fresh join runs).
+    snapshots: std::sync::Mutex<HashMap<ContextId, SnapshotProgress>>,
 }
 
 impl<B: Backend> NodeService<B> {
@@ -368,6 +401,7 @@ impl<B: Backend> NodeService<B> {
             events,
             metrics,
             join_timeout: invitation::JOIN_TIMEOUT,
+            snapshots: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -587,6 +621,8 @@ impl<B: Backend> NodeService<B> {
         let genesis = self.governance.heads(&namespace_id)?;
         self.join_namespace(namespace_id);
         self.publish_ops(namespace_id, &genesis);
+        // The root group's first key, so its contexts' traffic is sealed from the start.
+        self.rekey(&namespace_id.root_group());
         Ok(namespace_id)
     }
 
@@ -625,6 +661,11 @@ impl<B: Backend> NodeService<B> {
         Ok(self.engine.view(context_id)?)
     }
 
+    /// The snapshot this node is receiving for a context, if a fresh join is under way.
+    pub fn snapshot_progress(&self, context_id: &ContextId) -> Option<SnapshotProgress> {
+        self.snapshots.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(context_id).cloned()
+    }
+
     /// The members of a context: its group's members, or for a single-owner context this
     /// node's identity.
     pub fn context_members(&self, context_id: &ContextId) -> Result<Vec<PublicKey>, ServiceError> {
@@ -658,6 +699,13 @@ impl<B: Backend> NodeService<B> {
     /// let this node write; a single-owner context's deltas are signed with the node key.
     /// The delta is published to peers.
     pub fn write(&self, context_id: &ContextId, actions: Vec<Action>) -> Result<(DeltaId, Hash), ServiceError> {
+        // A context this node left is read-only here until it joins again (even if an admin
+        // made it a member again meanwhile: it no longer syncs the context).
+        if self.has_left(context_id)? {
+            return Err(ServiceError::Forbidden(format!(
+                "this node left context {context_id}; join it again (context_join) to write"
+            )));
+        }
         let (key, events) = match self.governed(context_id)? {
             None => (self.key.clone(), Vec::new()),
             Some((namespace_id, group_id)) => {

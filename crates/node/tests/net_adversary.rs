@@ -107,7 +107,12 @@ impl Lies {
         let request = request.get(4..).and_then(|p| protocol::decode::<SyncRequest>(p).ok());
         let response = match request {
             Some(SyncRequest::Status { .. }) => {
-                SyncResponse::Status { heads: vec![self.fake_head], root_hash: Hash::from_bytes([0x66; 32]) }
+                // A huge history, so a fresh node would ask it for a snapshot.
+                SyncResponse::Status {
+                    heads: vec![self.fake_head],
+                    root_hash: Hash::from_bytes([0x66; 32]),
+                    delta_count: u64::MAX,
+                }
             }
             Some(SyncRequest::Deltas { .. }) => match self.served % 3 {
                 0 => SyncResponse::Deltas { deltas: self.forged_deltas.clone(), more: true },
@@ -128,6 +133,28 @@ impl Lies {
             Some(SyncRequest::RepairEntries { keys, .. }) => {
                 SyncResponse::RepairEntries { entries: vec![forged_entry()], answered: keys.len() as u32 }
             }
+            // A snapshot whose header cites a head it cannot back.
+            Some(SyncRequest::Snapshot { .. }) => SyncResponse::Snapshot {
+                session: 1,
+                header: Some(weft_node::context::SnapshotHeader {
+                    heads: vec![self.fake_head],
+                    root_hash: Hash::from_bytes([0x66; 32]),
+                    head_deltas: self.forged_deltas.iter().take(1).cloned().collect(),
+                    key_count: 1,
+                    delta_count: 1,
+                }),
+                page: weft_node::context::SnapshotPage { entries: vec![forged_entry()], dag: vec![] },
+                next: weft_node::context::SnapshotCursor::Done,
+            },
+            // Ciphertext under a key nobody holds.
+            Some(SyncRequest::Sealed { .. }) => SyncResponse::Sealed {
+                group_id: weft_primitives::GroupId::from_bytes([0x55; 32]),
+                sealed: weft_primitives::Sealed {
+                    key_id: weft_primitives::KeyId::from_bytes([0x56; 32]),
+                    nonce: [0x57; 24],
+                    ciphertext: vec![0x58; 40],
+                },
+            },
             None => SyncResponse::Unknown,
         };
         protocol::encode(&response).unwrap()
@@ -389,7 +416,11 @@ async fn garbage_oversized_forged_and_replayed_messages_are_rejected_and_the_oth
     let view = a.engine.view(&CTX).unwrap();
     assert_eq!(
         protocol::decode::<SyncResponse>(&answer[4..]).unwrap(),
-        SyncResponse::Status { heads: view.heads.clone(), root_hash: view.root_hash }
+        SyncResponse::Status {
+            heads: view.heads.clone(),
+            root_hash: view.root_hash,
+            delta_count: view.status.delta_count
+        }
     );
     // A repair exchange pushing an entry no delta wrote: answered, refused, not adopted.
     let push = protocol::encode(&SyncRequest::RepairEntries {

@@ -30,6 +30,9 @@ async fn node(seed: u8, bootstrap: Vec<libp2p::Multiaddr>) -> Node {
         bootstrap,
         anti_entropy_interval: Duration::from_millis(300),
         sync_batch: 100,
+        // These tests are about replaying deltas; joining by snapshot has its own
+        // (net_snapshot_join.rs).
+        snapshot_threshold: u64::MAX,
         ..NetConfig::default()
     };
     let net = Network::start(config, &secret, engine.clone(), Arc::new(AnyAuthor), None).await.unwrap();

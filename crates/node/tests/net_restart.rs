@@ -4,21 +4,13 @@
 mod net_support;
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use net_support::*;
 use weft_primitives::Action;
-use weft_store::schema::Column;
-use weft_store::{RocksBackend, RocksConfig, Store};
 
 /// Deltas written while the node is away.
 const MISSED: usize = 10_000;
-
-fn rocks_store(dir: &std::path::Path) -> Arc<Store<RocksBackend, Column>> {
-    let backend = RocksBackend::open::<Column>(dir, &RocksConfig::default()).unwrap();
-    Arc::new(Store::open(backend).unwrap())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_stopped_while_deltas_are_written_catches_up_after_restart() {

@@ -40,7 +40,8 @@ columns! {
         Application => "application", ColumnOptions::point().blobs(BLOB_MIN_SIZE);
         /// Human-readable name → id.
         Alias => "alias", ColumnOptions::point_and_scan(33);
-        /// Everything else, partitioned by a prefix byte (0x00 generic, 0x01–0x06 the state engine).
+        /// Everything else, partitioned by a prefix byte (0x00 generic, 0x01–0x06 the state engine,
+        /// 0x07 the node's left contexts).
         Generic => "generic", ColumnOptions::point_and_scan(33);
         /// Governance, partitioned by the prefix bytes 0x20–0x3A.
         Group => "group", ColumnOptions::point_and_scan(33);
@@ -78,7 +79,8 @@ keys! {
     pub struct ApplicationKey in Application { application_id: ApplicationId } => B<ApplicationMeta>;
     /// An alias: kind, the scope it is unique in, the name → the 32-byte id it names.
     pub struct AliasKey in Alias { kind: u8, scope: [u8; 32] ; name: Text } => B<[u8; 32]>;
-    // Generic column: uncategorized data and the state engine's bookkeeping (0x00–0x06).
+    // Generic column: uncategorized data, the state engine's bookkeeping (0x00–0x06) and
+    // the contexts this node left (0x07).
     /// Uncategorized data: a 32-byte scope and a raw fragment.
     pub struct GenericKey in Generic [0x00] { scope: [u8; 32] ; fragment: RawTail } => Raw;
     /// A Merkle trie node of a context's state, by nibble path (one byte per nibble).
@@ -93,6 +95,9 @@ keys! {
     pub struct ContextStatus in Generic [0x05] { context_id: ContextId } => B<ContextStatusValue>;
     /// A root mismatch seen when applying a delta exactly on its parents, kept for repair.
     pub struct DivergenceRecord in Generic [0x06] { context_id: ContextId, delta_id: DeltaId } => B<DivergenceValue>;
+    /// This node left the context (`context_leave`): it is kept but not replicated, and not
+    /// joined at start. Value: when it left, ms since the Unix epoch. Node-local, never sent.
+    pub struct ContextLeft in Generic [0x07] { context_id: ContextId } => B<u64>;
 
     // Group column: membership and metadata (0x20–0x23).
     /// Group metadata.

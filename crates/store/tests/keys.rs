@@ -3,9 +3,11 @@
 
 use proptest::prelude::*;
 use weft_primitives::{ContextId, GroupId, PublicKey};
-use weft_store::schema::{Column, ContextMeta, ContextState, GroupMember, GroupMemberContext, GroupMeta, GroupOpLog};
+use weft_store::schema::{
+    Column, ContextLeft, ContextMeta, ContextState, GroupMember, GroupMemberContext, GroupMeta, GroupOpLog,
+};
 use weft_store::{
-    AsKeyParts, ColumnSet, FromKeyParts, KeyError, MemoryBackend, Prefix, PrefixBy, RawTail, Read, Store,
+    AsKeyParts, ColumnSet, FromKeyParts, KeyError, MemoryBackend, Prefix, PrefixBy, RawTail, Read, Store, ValueCodec,
 };
 
 fn id32() -> impl Strategy<Value = [u8; 32]> {
@@ -132,6 +134,34 @@ fn group_families_never_decode_their_neighbours() {
     assert_eq!(seqs, vec![0, 1, 2, 3, 4]);
     // The Meta column's whole-family scan skips the schema version row.
     assert_eq!(store.scan(Prefix::<ContextMeta>::family()).count().unwrap(), 0);
+}
+
+/// Golden bytes of the left-context mark (Generic 0x07): key `07 ‖ context_id`, value the
+/// Borsh u64 (little-endian) of when the node left. Changing either needs a migration.
+#[test]
+fn golden_context_left_mark() {
+    let key = ContextLeft { context_id: ContextId::from_bytes([0xc1; 32]) };
+    assert_eq!(ContextLeft::COLUMN, Column::Generic);
+    assert_eq!(hex(&key.to_key_bytes()), format!("07{}", "c1".repeat(32)));
+    assert_eq!(ContextLeft::from_key_bytes(&key.to_key_bytes()).unwrap(), key);
+    let mut scratch = Vec::new();
+    let value = <ContextLeft as AsKeyParts>::Codec::encode(&0x0102_0304_0506_0708u64, &mut scratch);
+    assert_eq!(hex(value), "0807060504030201");
+    assert_eq!(<ContextLeft as AsKeyParts>::Codec::decode(value).unwrap(), 0x0102_0304_0506_0708);
+    assert!(<ContextLeft as AsKeyParts>::Codec::decode(&value[..7]).is_err());
+
+    // A whole-family scan finds every mark and nothing of the neighbouring families.
+    let store = Store::<_, Column>::open(MemoryBackend::new::<Column>()).unwrap();
+    for i in 0..3u8 {
+        store.put(&ContextLeft { context_id: ContextId::from_bytes([i; 32]) }, &u64::from(i)).unwrap();
+    }
+    store.put(&weft_store::schema::GenericKey { scope: [0; 32], fragment: RawTail(b"left".to_vec()) }, b"x").unwrap();
+    let rows = store.scan(Prefix::<ContextLeft>::family()).collect_all().unwrap();
+    assert_eq!(rows.iter().map(|(_, v)| *v).collect::<Vec<u64>>(), vec![0, 1, 2]);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn meta() -> weft_primitives::GroupMetaValue {

@@ -42,10 +42,14 @@ use super::merkle::{self, Change, TrieNode, TrieStore};
 // apply lock, trie cache and helpers).
 #[path = "repair.rs"]
 mod repair;
+// Snapshots for fresh joins, likewise.
+#[path = "snapshot.rs"]
+mod snapshot;
 pub use repair::{
     hash_prefix, HashPrefix, RepairEntry, RepairOutcome, RepairWalk, WalkNode, WalkReply, MAX_PATH, MAX_SESSION_KEYS,
     SMALL_SUBTREE_CHILDREN, SMALL_SUBTREE_LEAVES, WALK_HASH_BYTES, WALK_LEAVES,
 };
+pub use snapshot::{SnapshotBuilder, SnapshotCursor, SnapshotError, SnapshotHeader, SnapshotInstalled, SnapshotPage};
 
 /// Decides whether an author may write to a context (governance plugs in here).
 pub trait Authorizer {
@@ -96,6 +100,9 @@ pub enum EngineError {
     /// A stored row is inconsistent with the others (a bug or on-disk corruption).
     #[error("inconsistent store: {0}")]
     Inconsistent(String),
+    /// A snapshot was refused (nothing written).
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
 }
 
 impl From<DagError<StoreError>> for EngineError {

@@ -7,7 +7,8 @@ pub mod merkle;
 pub use delta::{check_signature, check_signatures, compute_delta_id, sign_delta, DeltaLimits, InvalidDelta};
 pub use engine::{
     AnyAuthor, ApplyOutcome, Authorizer, ContextDag, ContextEngine, ContextView, Divergence, EngineConfig, EngineError,
-    RepairEntry, RepairOutcome, RepairWalk, StoredTrie, WalkNode, WalkReply,
+    RepairEntry, RepairOutcome, RepairWalk, SnapshotBuilder, SnapshotCursor, SnapshotError, SnapshotHeader,
+    SnapshotInstalled, SnapshotPage, StoredTrie, WalkNode, WalkReply,
 };
 
 /// Merkle repair (see [`ContextEngine::repair_walk`] and [`ContextEngine::repair_merge`]).

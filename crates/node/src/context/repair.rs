@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use borsh::{BorshDeserialize, BorshSerialize};
 use weft_primitives::{Action, ContextId, DeltaId, Hash, KeyVersion};
-use weft_store::schema::{ContextDagDelta, ContextState, ContextStatus, StateVersion};
+use weft_store::schema::{ContextDagDelta, ContextState, ContextStatus, DagNode, StateVersion};
 use weft_store::{Backend, RawTail, Read};
 
 use super::{lock, CachedTrie, ContextEngine, EngineError, StoredTrie};
@@ -661,9 +661,7 @@ impl<B: Backend> ContextEngine<B> {
     }
 
     fn well_formed(&self, entry: &RepairEntry) -> bool {
-        entry.key.len() <= self.config.limits.max_key_len
-            && entry.value.is_none() == entry.version.deleted
-            && entry.value.as_ref().is_none_or(|v| v.len() <= self.config.limits.max_value_len)
+        super::snapshot::well_formed(&self.config.limits, entry)
     }
 
     fn merge_locked(
@@ -727,6 +725,16 @@ impl<B: Backend> ContextEngine<B> {
         // One delta in memory at a time.
         for (delta_id, list) in claims {
             let Some(delta) = self.store.get(&ContextDagDelta { context_id: *context_id, delta_id })? else {
+                // Applied here without its body: it came with a snapshot, whose entries were
+                // checked against the root when installed. Local entries citing it are sound;
+                // an offer citing it cannot be checked, so it stays unbacked.
+                if self.store.contains(&DagNode { context_id: *context_id, delta_id })? {
+                    for (i, is_offer) in list {
+                        if !is_offer && local_versions[i].is_some() {
+                            local[i] = Local::Sound;
+                        }
+                    }
+                }
                 continue;
             };
             for (i, is_offer) in list {

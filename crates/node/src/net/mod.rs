@@ -36,7 +36,9 @@
 //!   penalized. A delta dropped from the buffer is not lost: the peer's heads
 //!   still name it, so anti-entropy fetches it again.
 //! - **Bounded**: frames are capped ([`protocol::MAX_FRAME`]), one catch-up
-//!   session per (peer, context) and per (peer, namespace) at a time, requests
+//!   session per (peer, context) and per (peer, namespace) at a time and at most
+//!   `max_sessions` in all (more wait for a later tick, counted in
+//!   [`NetStats::sessions_deferred`]), requests
 //!   time out, the state engine's and governance's pending sets are bounded, and
 //!   so is the deferred-delta buffer. A catch-up session that made no progress is
 //!   not followed by another request until the next tick, so a peer lying about
@@ -55,10 +57,51 @@
 //!   [`crate::context::RepairWalk`]). A [`NetEvent::Repaired`] reports the
 //!   session; round trips and bytes are counted in [`NetStats`].
 //!
-//! Not yet here (see the open issue): encryption of gossip under the group key and
-//! snapshot transfer for fresh joins.
-//! Deltas and ops are served to any peer that asks for a context or namespace
-//! this node holds (no membership check on serving until payloads are encrypted).
+//! - **Fresh join by snapshot**: a node holding none of a context's deltas, whose peer
+//!   reports (in its status) at least `snapshot_threshold` applied deltas, asks that peer
+//!   for a snapshot instead of the deltas (`Snapshot` requests, one session per peer and
+//!   context). The peer serves it page by page from one read view of its store (a RocksDB
+//!   snapshot held for the session: at most [`MAX_SNAPSHOT_SERVING`] at once, dropped after
+//!   [`SNAPSHOT_IDLE`] without a request): the header (heads, root, head deltas, counts),
+//!   then every key's winning version and value, then the DAG's ids, parents and heights.
+//!   The joiner checks each page as it arrives, buffers at most `snapshot_max_bytes`, and
+//!   installs the whole in one batch only if the head deltas verify, the DAG is closed with
+//!   the claimed heads, and the entries hash to the claimed root (with one head: the root
+//!   its author signed); see [`crate::context::SnapshotBuilder`]. Then it catches up the
+//!   deltas written since, as usual. While the snapshot runs, no catch-up by deltas starts
+//!   for the context (it would make the context no longer fresh); a snapshot that fails
+//!   (refused, peer gone, request failed) is reported and the node catches up by deltas
+//!   from that peer, not asking it for a snapshot again for ten anti-entropy intervals.
+//!   [`NetEvent::SnapshotProgress`], [`NetEvent::SnapshotInstalled`] and
+//!   [`NetEvent::SnapshotFailed`] report it. A node that joined by snapshot holds the
+//!   older deltas' ids but not their bodies: it cannot serve them to a peer catching up
+//!   by deltas (that peer gets them from another, or joins by snapshot itself).
+//!
+//! - **Sealed traffic**: for a context registered in a group that has a key, every
+//!   message carrying its state — gossip deltas, `Deltas`, `Snapshot` and repair
+//!   responses, repair requests — is sealed under the group's current key (see
+//!   [`protocol`]); a receiver opens it with the key of that id if it holds one.
+//!   Any peer may still ask (serving needs no membership check): a non-member, or a
+//!   member removed since the last rotation, gets ciphertext it cannot open. A node
+//!   without the current key (removed, or its rotation not logged yet) sends and
+//!   serves nothing about the context ([`NetStats::sealed_withheld`]); one that
+//!   receives something it holds no key for catches up the namespace's ops from the
+//!   sender (the rotation may deliver it) and otherwise ignores it
+//!   ([`NetStats::sealed_unreadable`]). Status exchanges (heads, root, counts) and
+//!   governance ops travel in the clear.
+//!
+//! Not yet here (see the open issues): sealing governance op payloads.
+//!
+//! **Leaving.** [`Network::leave`] undoes [`Network::join`]: it unsubscribes from the
+//! context's topic (gossip for it is ignored from then on) and drops its in-sync peers,
+//! catch-up and repair sessions, requests in flight (their answers are ignored) and deferred
+//! deltas, so no anti-entropy, catch-up or repair runs for it and nothing received is applied
+//! to it. A context marked left in the store ([`ContextLeft`], written by `context_leave`) is
+//! not joined at start, and `sync_now` ignores it; joining it again is `join` (after the
+//! caller clears the mark). The node still holds the context, so it keeps answering peers'
+//! read-only requests for it (status, deltas, the repair walk) — its deltas stay valid and
+//! may help a peer catch up — but refuses the repair exchange, which would merge the peer's
+//! entries into its copy.
 
 pub mod protocol;
 
@@ -72,17 +115,21 @@ use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
 use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
 use libp2p::{gossipsub, identify, identity, kad, noise, ping, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
 use tokio::sync::{broadcast, mpsc, oneshot};
-use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, GovPosition, NamespaceId, OpId, SecretKey, SignedOp};
-use weft_store::schema::NamespaceGovHead;
+use weft_primitives::{
+    ContextDagDeltaValue, ContextId, DeltaId, GovPosition, GroupId, GroupKey, NamespaceId, OpId, Sealed, SecretKey,
+    SignedOp,
+};
+use weft_store::schema::{ContextLeft, NamespaceGovHead};
 use weft_store::{Backend, Prefix, Read};
 
 use crate::context::{
-    check_signature, Authorizer, ContextEngine, EngineError, RepairEntry, RepairWalk, WalkNode, WalkReply,
+    check_signature, Authorizer, ContextEngine, EngineError, RepairEntry, RepairWalk, SnapshotBuilder, SnapshotCursor,
+    WalkNode, WalkReply,
 };
 use crate::governance::{Governance, GovernanceError, Submitted};
 use protocol::{
-    Gossip, SyncCodec, SyncRequest, SyncResponse, MAX_DELTAS_PER_RESPONSE, MAX_FRAME, MAX_OPS_PER_RESPONSE,
-    MAX_REPAIR_KEYS, MAX_WALK_ITEMS, REPAIR_BUDGET, SYNC_PROTOCOL,
+    sealing_header, Gossip, SealedKind, SyncCodec, SyncRequest, SyncResponse, MAX_DELTAS_PER_RESPONSE, MAX_FRAME,
+    MAX_OPS_PER_RESPONSE, MAX_REPAIR_KEYS, MAX_SNAPSHOT_ITEMS, MAX_WALK_ITEMS, REPAIR_BUDGET, SYNC_PROTOCOL,
 };
 
 /// Most context deltas held back because the governance position they cite is
@@ -101,6 +148,13 @@ pub const MAX_REPAIR_SESSIONS: usize = 4;
 /// Most round trips of one repair session (a walk takes about half the trie depth).
 pub const MAX_REPAIR_ROUNDS: u64 = 64;
 
+/// Most snapshots this node serves at once (each holds a RocksDB snapshot open); a new
+/// one evicts the least recently used.
+pub const MAX_SNAPSHOT_SERVING: usize = 4;
+
+/// A snapshot served to a peer that has not asked for a page this long is dropped.
+pub const SNAPSHOT_IDLE: Duration = Duration::from_secs(60);
+
 /// Network settings.
 #[derive(Clone, Debug)]
 pub struct NetConfig {
@@ -114,6 +168,15 @@ pub struct NetConfig {
     pub sync_batch: u32,
     /// How long a sync request may take before it is abandoned.
     pub request_timeout: Duration,
+    /// A fresh node (no delta of the context applied) joins by snapshot when a peer has
+    /// applied at least this many deltas; below, it catches up by deltas.
+    pub snapshot_threshold: u64,
+    /// Most bytes of a snapshot this node buffers while receiving it; a larger one is
+    /// refused and the node catches up by deltas.
+    pub snapshot_max_bytes: usize,
+    /// Most catch-up sessions (deltas, ops or snapshot; one per peer and context or
+    /// namespace) this node runs at once as the asking side; more wait for a later tick.
+    pub max_sessions: usize,
 }
 
 impl Default for NetConfig {
@@ -124,6 +187,9 @@ impl Default for NetConfig {
             anti_entropy_interval: Duration::from_secs(3),
             sync_batch: 2048,
             request_timeout: Duration::from_secs(30),
+            snapshot_threshold: 1000,
+            snapshot_max_bytes: 512 << 20,
+            max_sessions: 8,
         }
     }
 }
@@ -213,6 +279,48 @@ pub enum NetEvent {
         /// Why.
         reason: String,
     },
+    /// A page of a snapshot this node is receiving arrived.
+    SnapshotProgress {
+        /// The context.
+        context_id: ContextId,
+        /// The peer serving it.
+        peer: PeerId,
+        /// Entries received so far (tombstones included).
+        entries: u64,
+        /// Live keys the snapshot holds.
+        keys_total: u64,
+        /// DAG nodes received so far.
+        deltas: u64,
+        /// Deltas the snapshot covers.
+        deltas_total: u64,
+        /// Bytes received so far.
+        bytes: u64,
+    },
+    /// A snapshot was received, checked and installed; catch-up by deltas follows.
+    SnapshotInstalled {
+        /// The context.
+        context_id: ContextId,
+        /// The peer that served it.
+        peer: PeerId,
+        /// Live keys installed.
+        keys: u64,
+        /// Deltas it covers.
+        deltas: u64,
+        /// Round trips it took.
+        round_trips: u64,
+        /// Bytes received.
+        bytes: u64,
+    },
+    /// A snapshot was abandoned or refused (nothing installed); the node catches up by
+    /// deltas instead.
+    SnapshotFailed {
+        /// The context.
+        context_id: ContextId,
+        /// The peer.
+        peer: PeerId,
+        /// Why.
+        reason: String,
+    },
     /// A repair session with a peer ended (this node asked), or a peer's repair entries
     /// changed this node's state (this node answered).
     Repaired {
@@ -287,10 +395,49 @@ pub struct NetStats {
     pub repaired_keys: AtomicU64,
     /// Repair entries refused here (malformed, or not backed by a delta applied here).
     pub repair_rejected: AtomicU64,
+    /// Snapshots received and installed.
+    pub snapshots_installed: AtomicU64,
+    /// Snapshots abandoned or refused.
+    pub snapshots_failed: AtomicU64,
+    /// Snapshot pages served to peers.
+    pub snapshot_pages_served: AtomicU64,
+    /// Catch-up sessions put off because `max_sessions` were running.
+    pub sessions_deferred: AtomicU64,
+    /// Most catch-up sessions seen running at once.
+    pub sessions_peak: AtomicU64,
+    /// Messages sealed under a group key (gossip, requests, responses).
+    pub sealed_sent: AtomicU64,
+    /// Sealed messages opened.
+    pub sealed_opened: AtomicU64,
+    /// Sealed messages this node holds no key for (not a member, or the rotation that
+    /// delivers the key has not arrived yet).
+    pub sealed_unreadable: AtomicU64,
+    /// Messages about a keyed group's context not sent or served, for want of its current
+    /// key here.
+    pub sealed_withheld: AtomicU64,
+}
+
+/// How traffic about a context travels (see the protocol docs).
+enum Sealing {
+    /// In the clear: a single-owner context, or a group without a key yet.
+    Plain,
+    /// Sealed under the group's current key.
+    Key(GroupId, GroupKey),
+    /// The group has a key this node does not hold: nothing about the context is sent.
+    Withheld,
+}
+
+/// Why a sealed message was not opened.
+enum Unsealed {
+    /// This node does not hold the key (the group, when known).
+    NoKey(Option<GroupId>),
+    /// It is not a valid sealed message for this context.
+    Bad(String),
 }
 
 enum Command {
     Join(ContextId),
+    Leave(ContextId, oneshot::Sender<()>),
     Publish(ContextId, Box<ContextDagDeltaValue>),
     JoinNamespace(NamespaceId),
     PublishOp(NamespaceId, Box<SignedOp>),
@@ -376,6 +523,10 @@ impl Network {
             repairs: HashMap::new(),
             last_repair: HashMap::new(),
             serving: std::sync::Mutex::new(HashMap::new()),
+            receiving: HashMap::new(),
+            snapshot_failed: HashMap::new(),
+            served: std::sync::Mutex::new(HashMap::new()),
+            snapshot_sessions: AtomicU64::new(0),
         };
         for addr in driver.config.listen.clone() {
             driver
@@ -398,8 +549,20 @@ impl Network {
                 driver.join_namespace(key.namespace_id);
             }
         }
+        // A context this node left stays left across restarts.
+        let left: HashSet<ContextId> = driver
+            .engine
+            .store()
+            .scan(Prefix::<ContextLeft>::family())
+            .collect_all()
+            .map_err(|e| NetError::Build(e.to_string()))?
+            .into_iter()
+            .map(|(key, _)| key.context_id)
+            .collect();
         for context_id in driver.engine.contexts().map_err(|e| NetError::Build(e.to_string()))? {
-            driver.join(context_id);
+            if !left.contains(&context_id) {
+                driver.join(context_id);
+            }
         }
         tokio::spawn(driver.run(rx));
         Ok(Network { peer_id, commands, events, stats })
@@ -433,6 +596,13 @@ impl Network {
     /// Starts replicating a context: subscribes to its topic and catches up with peers.
     pub async fn join(&self, context_id: ContextId) -> Result<(), NetError> {
         self.send(Command::Join(context_id)).await
+    }
+
+    /// Stops replicating a context (undoes [`Network::join`]): unsubscribes from its topic and
+    /// ends every sync and repair session for it; returns once the network task has done so.
+    /// The store's [`ContextLeft`] mark (the caller's to write) keeps it left after a restart.
+    pub async fn leave(&self, context_id: ContextId) -> Result<(), NetError> {
+        self.ask(|tx| Command::Leave(context_id, tx)).await
     }
 
     /// Publishes a delta this node has applied.
@@ -543,6 +713,26 @@ enum Pending {
     Ops(NamespaceId),
     RepairWalk(ContextId),
     RepairEntries(ContextId),
+    Snapshot(ContextId),
+}
+
+/// A snapshot this node is receiving (see [`crate::context::SnapshotBuilder`]).
+struct Receiving {
+    peer: PeerId,
+    /// The serving side's session (0 until the first page).
+    session: u64,
+    /// The pages so far (`None` until the first page, with its header, arrived).
+    builder: Option<SnapshotBuilder>,
+    round_trips: u64,
+    bytes: u64,
+}
+
+/// A snapshot this node serves to a peer: a read view held for the session, so every page
+/// comes from the same state.
+struct Served<B: Backend> {
+    session: u64,
+    view: weft_store::OwnedSnapshot<B, weft_store::schema::Column>,
+    last_used: Instant,
 }
 
 /// A repair session this node asked for (see [`RepairWalk`]).
@@ -600,6 +790,14 @@ struct Driver<B: Backend> {
     last_repair: HashMap<(PeerId, ContextId), Instant>,
     /// Catch-ups being served, by asking peer and context (see [`Serving`]).
     serving: std::sync::Mutex<HashMap<(PeerId, ContextId), Serving>>,
+    /// Snapshots being received, by context (one at a time per context).
+    receiving: HashMap<ContextId, Receiving>,
+    /// When a snapshot from a peer last failed (no new one from it for a while).
+    snapshot_failed: HashMap<(PeerId, ContextId), Instant>,
+    /// Snapshots being served, by asking peer and context.
+    served: std::sync::Mutex<HashMap<(PeerId, ContextId), Served<B>>>,
+    /// The last snapshot session number handed out.
+    snapshot_sessions: AtomicU64,
 }
 
 /// A catch-up being served to a peer: the rest of what it lacked when it first asked, so the
@@ -659,6 +857,41 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
     }
 
+    /// Undoes [`Driver::join`]: unsubscribes and forgets everything under way for the context.
+    fn leave(&mut self, context_id: ContextId) {
+        let topic = topic(&context_id);
+        self.swarm.behaviour_mut().gossipsub.unsubscribe(&topic);
+        self.topics.remove(&topic.hash());
+        self.in_sync.remove(&context_id);
+        self.catching_up.retain(|(_, c)| *c != context_id);
+        self.repairs.retain(|(_, c), _| *c != context_id);
+        self.last_repair.retain(|(_, c), _| *c != context_id);
+        self.receiving.remove(&context_id);
+        self.pending.retain(|_, pending| match pending {
+            Pending::Status(c)
+            | Pending::Deltas(c)
+            | Pending::RepairWalk(c)
+            | Pending::RepairEntries(c)
+            | Pending::Snapshot(c) => *c != context_id,
+            Pending::NamespaceStatus(_) | Pending::Ops(_) => true,
+        });
+        let deferred = std::mem::take(&mut self.deferred);
+        for entry in deferred {
+            if entry.context_id == context_id {
+                self.deferred_ids.remove(&entry.delta.delta_id);
+                self.deferred_bytes -= entry.size;
+            } else {
+                self.deferred.push_back(entry);
+            }
+        }
+    }
+
+    /// Whether the store marks the context left (an unreadable mark counts as left: nothing
+    /// is merged into it).
+    fn has_left(&self, context_id: &ContextId) -> bool {
+        self.engine.store().contains(&ContextLeft { context_id: *context_id }).unwrap_or(true)
+    }
+
     fn join_namespace(&mut self, namespace_id: NamespaceId) {
         if self.governance.is_none() {
             tracing::warn!(%namespace_id, "no governance attached: not joining the namespace");
@@ -678,9 +911,25 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     fn on_command(&mut self, command: Command) {
         match command {
             Command::Join(context_id) => self.join(context_id),
+            Command::Leave(context_id, done) => {
+                self.leave(context_id);
+                let _ = done.send(());
+            }
             Command::Publish(context_id, mut delta) => {
                 delta.applied = false;
-                match protocol::encode(&Gossip::Delta(*delta)) {
+                let message = match self.sealing(&context_id) {
+                    Sealing::Plain => Some(Gossip::Delta(*delta)),
+                    Sealing::Key(group_id, key) => self
+                        .seal(&key, group_id, SealedKind::Gossip, &context_id, &Gossip::Delta(*delta))
+                        .map(|sealed| Gossip::Sealed { context_id, group_id, sealed }),
+                    Sealing::Withheld => None,
+                };
+                let Some(message) = message else {
+                    self.stats.sealed_withheld.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%context_id, "delta not gossiped: this node holds no current key of the group");
+                    return;
+                };
+                match protocol::encode(&message) {
                     Ok(frame) => {
                         // The frame's length prefix is not part of a gossip payload.
                         let payload = frame.get(4..).map(<[u8]>::to_vec).unwrap_or_default();
@@ -704,6 +953,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 }
                 Err(e) => tracing::warn!(%namespace_id, error = %e, "op too large to gossip"),
             },
+            // Not for a context this node left: catching up would apply peers' deltas to it.
+            Command::SyncNow(context_id) if self.has_left(&context_id) => {}
             Command::SyncNow(context_id) => {
                 let peers: Vec<PeerId> = self.swarm.connected_peers().copied().collect();
                 for peer in peers {
@@ -777,10 +1028,31 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             }
         }
         self.retry_deferred(None);
+        self.served
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|_, s| s.last_used.elapsed() < SNAPSHOT_IDLE);
     }
 
     /// Sends a sync request, counting it and its bytes in [`NetStats`].
     fn send_sync_request(&mut self, peer: PeerId, request: SyncRequest) -> OutboundRequestId {
+        // Repair requests carry state: sealed for a keyed group (withheld: sent as is, the
+        // peer refuses it if it has a key, and the session ends).
+        let request = match &request {
+            SyncRequest::RepairWalk { context_id, .. } | SyncRequest::RepairEntries { context_id, .. } => {
+                let context_id = *context_id;
+                match self.sealing(&context_id) {
+                    Sealing::Key(group_id, key) => {
+                        match self.seal(&key, group_id, SealedKind::Request, &context_id, &request) {
+                            Some(sealed) => SyncRequest::Sealed { context_id, group_id, sealed },
+                            None => request,
+                        }
+                    }
+                    Sealing::Plain | Sealing::Withheld => request,
+                }
+            }
+            _ => request,
+        };
         self.stats.sync_requests_sent.fetch_add(1, Ordering::Relaxed);
         self.stats.sync_bytes_sent.fetch_add(frame_len(&request), Ordering::Relaxed);
         self.swarm.behaviour_mut().sync.send_request(&peer, request)
@@ -792,6 +1064,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     }
 
     fn ask_deltas(&mut self, peer: PeerId, context_id: ContextId) {
+        // Deltas would make the context no longer fresh, and the snapshot would be refused.
+        if self.receiving.contains_key(&context_id) {
+            return;
+        }
         let heads = match self.engine.view(&context_id) {
             Ok(view) => view.heads,
             Err(e) => {
@@ -799,8 +1075,12 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 return;
             }
         };
+        if !self.catching_up.contains(&(peer, context_id)) && !self.session_room() {
+            return;
+        }
         if self.catching_up.insert((peer, context_id)) {
             self.stats.sync_sessions.fetch_add(1, Ordering::Relaxed);
+            self.note_sessions();
         }
         let max = self.config.sync_batch.min(MAX_DELTAS_PER_RESPONSE);
         let id = self.send_sync_request(peer, SyncRequest::Deltas { context_id, heads, max });
@@ -839,6 +1119,12 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .retain(|(p, _), _| *p != peer_id);
+                self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|(p, _), _| *p != peer_id);
+                let broken: Vec<ContextId> =
+                    self.receiving.iter().filter(|(_, r)| r.peer == peer_id).map(|(c, _)| *c).collect();
+                for context_id in broken {
+                    self.snapshot_failed(peer_id, context_id, "the peer disconnected".into());
+                }
             }
             SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })) => {
                 for addr in info.listen_addrs {
@@ -871,14 +1157,25 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                         self.stats.sync_bytes_received.fetch_add(frame_len(&response), Ordering::Relaxed);
                         match self.pending.remove(&request_id) {
                             Some(Pending::Status(context_id)) => self.on_status(peer, context_id, response),
-                            Some(Pending::Deltas(context_id)) => self.on_deltas(peer, context_id, response),
+                            Some(Pending::Deltas(context_id)) => {
+                                let response = self.unseal_response(peer, context_id, response);
+                                self.on_deltas(peer, context_id, response)
+                            }
                             Some(Pending::NamespaceStatus(namespace_id)) => {
                                 self.on_namespace_status(peer, namespace_id, response)
                             }
                             Some(Pending::Ops(namespace_id)) => self.on_ops(peer, namespace_id, response),
-                            Some(Pending::RepairWalk(context_id)) => self.on_repair_walk(peer, context_id, response),
+                            Some(Pending::RepairWalk(context_id)) => {
+                                let response = self.unseal_response(peer, context_id, response);
+                                self.on_repair_walk(peer, context_id, response)
+                            }
                             Some(Pending::RepairEntries(context_id)) => {
+                                let response = self.unseal_response(peer, context_id, response);
                                 self.on_repair_entries(peer, context_id, response)
+                            }
+                            Some(Pending::Snapshot(context_id)) => {
+                                let response = self.unseal_response(peer, context_id, response);
+                                self.on_snapshot(peer, context_id, response)
                             }
                             None => {}
                         }
@@ -904,6 +1201,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     self.repairs.remove(&(peer, context_id));
                     self.last_repair.insert((peer, context_id), Instant::now());
                 }
+                Some(Pending::Snapshot(context_id)) => {
+                    self.snapshot_failed(peer, context_id, format!("snapshot request failed: {error}"));
+                }
                 None => {}
             },
             _ => {}
@@ -919,6 +1219,21 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         };
         let delta = match protocol::decode::<Gossip>(&message.data) {
             Ok(Gossip::Delta(delta)) => delta,
+            Ok(Gossip::Sealed { context_id: sealed_for, group_id, sealed }) => {
+                if sealed_for != context_id {
+                    return self.reject(context_id, source, "a sealed delta for another context".into());
+                }
+                match self.open::<Gossip>(&context_id, group_id, SealedKind::Gossip, &sealed) {
+                    Ok(Gossip::Delta(delta)) => delta,
+                    Ok(_) => return self.reject(context_id, source, "a sealed message that is not a delta".into()),
+                    Err(Unsealed::NoKey(group)) => {
+                        // Not a member (any more), or the key's rotation is yet to arrive.
+                        self.catch_up_keys(source, group);
+                        return gossipsub::MessageAcceptance::Ignore;
+                    }
+                    Err(Unsealed::Bad(reason)) => return self.reject(context_id, source, reason),
+                }
+            }
             Ok(Gossip::Op(_)) => return self.reject(context_id, source, "a governance op on a context topic".into()),
             Err(e) => return self.reject(context_id, source, format!("undecodable gossip: {e}")),
         };
@@ -960,9 +1275,155 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         gossipsub::MessageAcceptance::Reject
     }
 
+    /// Serves a request, sealing what carries a keyed group's state (and unsealing a sealed
+    /// request first).
     fn serve(&self, peer: PeerId, request: SyncRequest) -> SyncResponse {
+        let (context_id, request) = match request {
+            SyncRequest::Sealed { context_id, group_id, sealed } => {
+                match self.open::<SyncRequest>(&context_id, group_id, SealedKind::Request, &sealed) {
+                    Ok(inner @ (SyncRequest::RepairWalk { .. } | SyncRequest::RepairEntries { .. }))
+                        if request_context(&inner) == Some(context_id) =>
+                    {
+                        (context_id, inner)
+                    }
+                    _ => return SyncResponse::Unknown,
+                }
+            }
+            SyncRequest::Status { .. } | SyncRequest::NamespaceStatus { .. } | SyncRequest::Ops { .. } => {
+                return self.serve_plain(peer, request)
+            }
+            other => match request_context(&other) {
+                Some(context_id) => (context_id, other),
+                None => return SyncResponse::Unknown,
+            },
+        };
+        let sealing = self.sealing(&context_id);
+        if let Sealing::Withheld = sealing {
+            self.stats.sealed_withheld.fetch_add(1, Ordering::Relaxed);
+            return SyncResponse::Unknown;
+        }
+        let response = self.serve_plain(peer, request);
+        match (sealing, &response) {
+            (
+                Sealing::Key(group_id, key),
+                SyncResponse::Deltas { .. }
+                | SyncResponse::Snapshot { .. }
+                | SyncResponse::RepairWalk { .. }
+                | SyncResponse::RepairEntries { .. },
+            ) => match self.seal(&key, group_id, SealedKind::Response, &context_id, &response) {
+                Some(sealed) => SyncResponse::Sealed { group_id, sealed },
+                None => SyncResponse::Unknown,
+            },
+            _ => response,
+        }
+    }
+
+    /// The traffic rule for a context: in the clear, sealed under its group's current key,
+    /// or withheld (the group has a key this node does not hold).
+    fn sealing(&self, context_id: &ContextId) -> Sealing {
+        let Some(governance) = &self.governance else { return Sealing::Plain };
+        let group_id = match governance.group_of_context(context_id) {
+            Ok(Some(g)) => g,
+            Ok(None) => return Sealing::Plain,
+            Err(e) => {
+                tracing::warn!(%context_id, error = %e, "cannot read the context's group");
+                return Sealing::Plain;
+            }
+        };
+        match governance.current_key_id(&group_id) {
+            Ok(None) => Sealing::Plain,
+            Ok(Some(key_id)) => match governance.group_key(&group_id, &key_id) {
+                Ok(Some(key)) => Sealing::Key(group_id, key),
+                _ => Sealing::Withheld,
+            },
+            // The group's namespace is not held here: nothing is known of a key.
+            Err(_) => Sealing::Plain,
+        }
+    }
+
+    /// Seals `message` under `key` for `context_id` (`None` if it cannot be encoded).
+    fn seal<T: borsh::BorshSerialize>(
+        &self,
+        key: &GroupKey,
+        group_id: GroupId,
+        kind: SealedKind,
+        context_id: &ContextId,
+        message: &T,
+    ) -> Option<Sealed> {
+        let plain = borsh::to_vec(message).ok()?;
+        let sealed = weft_primitives::seal(key, &group_id, &sealing_header(kind, context_id), &plain).ok()?;
+        self.stats.sealed_sent.fetch_add(1, Ordering::Relaxed);
+        Some(sealed)
+    }
+
+    /// Opens a sealed message about `context_id`: it must be sealed under a key of the
+    /// context's group that this node holds.
+    fn open<T: borsh::BorshDeserialize>(
+        &self,
+        context_id: &ContextId,
+        group_id: GroupId,
+        kind: SealedKind,
+        sealed: &Sealed,
+    ) -> Result<T, Unsealed> {
+        let Some(governance) = &self.governance else { return Err(Unsealed::NoKey(None)) };
+        match governance.group_of_context(context_id) {
+            Ok(Some(g)) if g == group_id => {}
+            Ok(Some(_)) => return Err(Unsealed::Bad("sealed under another group's key".into())),
+            _ => return Err(Unsealed::NoKey(Some(group_id))),
+        }
+        let key = match governance.group_key(&group_id, &sealed.key_id) {
+            Ok(Some(key)) => key,
+            _ => {
+                self.stats.sealed_unreadable.fetch_add(1, Ordering::Relaxed);
+                return Err(Unsealed::NoKey(Some(group_id)));
+            }
+        };
+        let plain = weft_primitives::open(&key, &group_id, &sealing_header(kind, context_id), sealed)
+            .map_err(|e| Unsealed::Bad(format!("sealed message does not open: {e}")))?;
+        let message =
+            protocol::decode::<T>(&plain).map_err(|e| Unsealed::Bad(format!("undecodable sealed message: {e}")))?;
+        self.stats.sealed_opened.fetch_add(1, Ordering::Relaxed);
+        Ok(message)
+    }
+
+    /// A response to a request about `context_id`, opened if sealed. A response this node
+    /// cannot open becomes `Unknown` (and if the key is missing, the namespace is caught up
+    /// from the peer: the rotation delivering it may not have arrived).
+    fn unseal_response(&mut self, peer: PeerId, context_id: ContextId, response: SyncResponse) -> SyncResponse {
+        let SyncResponse::Sealed { group_id, sealed } = response else { return response };
+        match self.open::<SyncResponse>(&context_id, group_id, SealedKind::Response, &sealed) {
+            Ok(SyncResponse::Sealed { .. }) => SyncResponse::Unknown,
+            Ok(inner) => inner,
+            Err(Unsealed::NoKey(group)) => {
+                self.catch_up_keys(peer, group);
+                SyncResponse::Unknown
+            }
+            Err(Unsealed::Bad(reason)) => {
+                tracing::info!(%context_id, %peer, %reason, "refused a sealed response");
+                SyncResponse::Unknown
+            }
+        }
+    }
+
+    /// Asks `peer` for the ops of `group`'s namespace (they may deliver a missing key).
+    fn catch_up_keys(&mut self, peer: PeerId, group: Option<GroupId>) {
+        let (Some(governance), Some(group_id)) = (&self.governance, group) else { return };
+        if let Ok(namespace_id) = governance.namespace_of(&group_id) {
+            if !self.namespace_catching_up.contains(&(peer, namespace_id)) {
+                self.ask_namespace_status(peer, namespace_id);
+            }
+        }
+    }
+
+    fn serve_plain(&self, peer: PeerId, request: SyncRequest) -> SyncResponse {
         match request {
+            SyncRequest::Sealed { .. } => SyncResponse::Unknown,
             SyncRequest::RepairWalk { context_id, nodes } => self.serve_repair_walk(&context_id, nodes),
+            SyncRequest::Snapshot { context_id, session, cursor } => {
+                self.serve_snapshot(peer, context_id, session, &cursor)
+            }
+            // The exchange merges the peer's entries here: not into a context this node left.
+            SyncRequest::RepairEntries { context_id, .. } if self.has_left(&context_id) => SyncResponse::Unknown,
             SyncRequest::RepairEntries { context_id, entries, keys } => {
                 self.serve_repair_entries(peer, context_id, entries, keys)
             }
@@ -978,7 +1439,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 None => SyncResponse::Unknown,
             },
             SyncRequest::Status { context_id } => match self.engine.view(&context_id) {
-                Ok(view) => SyncResponse::Status { heads: view.heads, root_hash: view.root_hash },
+                Ok(view) => SyncResponse::Status {
+                    heads: view.heads,
+                    root_hash: view.root_hash,
+                    delta_count: view.status.delta_count,
+                },
                 Err(_) => SyncResponse::Unknown,
             },
             SyncRequest::Deltas { context_id, heads, max } => {
@@ -1037,8 +1502,189 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
     }
 
+    /// Serves a page of a snapshot: session 0 opens a session (a read view of the store held
+    /// until the last page, [`SNAPSHOT_IDLE`] or eviction) and answers with the header.
+    fn serve_snapshot(
+        &self,
+        peer: PeerId,
+        context_id: ContextId,
+        session: u64,
+        cursor: &SnapshotCursor,
+    ) -> SyncResponse {
+        let mut served = self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (peer, context_id);
+        let mut header = None;
+        if session == 0 {
+            let view = self.engine.store().owned_snapshot();
+            match self.engine.snapshot_header(&view, &context_id) {
+                // Nothing to serve before the first delta.
+                Ok(h) if !h.heads.is_empty() => header = Some(h),
+                _ => return SyncResponse::Unknown,
+            }
+            if served.len() >= MAX_SNAPSHOT_SERVING && !served.contains_key(&key) {
+                let oldest = served.iter().min_by_key(|(_, s)| s.last_used).map(|(k, _)| *k);
+                if let Some(k) = oldest {
+                    served.remove(&k);
+                }
+            }
+            let id = self.snapshot_sessions.fetch_add(1, Ordering::Relaxed) + 1;
+            served.insert(key, Served { session: id, view, last_used: Instant::now() });
+        }
+        let Some(entry) = served.get_mut(&key) else {
+            return SyncResponse::Unknown;
+        };
+        if session != 0 && entry.session != session {
+            return SyncResponse::Unknown;
+        }
+        entry.last_used = Instant::now();
+        let header_bytes = header.as_ref().map_or(0, |h| borsh::object_length(h).unwrap_or(usize::MAX));
+        // A page's entries stay within the repair budget; one more entry (at most a value's
+        // size limit) and the header must still fit in a frame.
+        if header_bytes > MAX_FRAME / 4 {
+            served.remove(&key);
+            return SyncResponse::Unknown;
+        }
+        let page = self.engine.snapshot_page(&entry.view, &context_id, cursor, MAX_SNAPSHOT_ITEMS, REPAIR_BUDGET);
+        let session = entry.session;
+        match page {
+            Ok((page, next)) => {
+                if next == SnapshotCursor::Done {
+                    served.remove(&key);
+                }
+                self.stats.snapshot_pages_served.fetch_add(1, Ordering::Relaxed);
+                SyncResponse::Snapshot { session, header, page, next }
+            }
+            Err(e) => {
+                tracing::warn!(%context_id, error = %e, "cannot read a snapshot page");
+                served.remove(&key);
+                SyncResponse::Unknown
+            }
+        }
+    }
+
+    /// Whether another catch-up session may start (fewer than `max_sessions` run); counts
+    /// the session put off if not. The next anti-entropy tick asks again.
+    fn session_room(&self) -> bool {
+        let running = self.catching_up.len() + self.namespace_catching_up.len();
+        let room = running < self.config.max_sessions;
+        if !room {
+            self.stats.sessions_deferred.fetch_add(1, Ordering::Relaxed);
+        }
+        room
+    }
+
+    fn note_sessions(&self) {
+        let running = (self.catching_up.len() + self.namespace_catching_up.len()) as u64;
+        self.stats.sessions_peak.fetch_max(running, Ordering::Relaxed);
+    }
+
+    /// Asks a peer for a snapshot of a context this node holds no delta of.
+    fn start_snapshot(&mut self, peer: PeerId, context_id: ContextId) {
+        if self.receiving.contains_key(&context_id) || !self.session_room() {
+            return;
+        }
+        tracing::info!(%context_id, %peer, "joining by snapshot");
+        self.receiving.insert(context_id, Receiving { peer, session: 0, builder: None, round_trips: 0, bytes: 0 });
+        self.catching_up.insert((peer, context_id));
+        self.stats.sync_sessions.fetch_add(1, Ordering::Relaxed);
+        self.note_sessions();
+        let request = SyncRequest::Snapshot { context_id, session: 0, cursor: SnapshotCursor::Start };
+        let id = self.send_sync_request(peer, request);
+        self.pending.insert(id, Pending::Snapshot(context_id));
+    }
+
+    fn on_snapshot(&mut self, peer: PeerId, context_id: ContextId, response: SyncResponse) {
+        let bytes = frame_len(&response);
+        let Some(mut rx) = self.receiving.remove(&context_id) else {
+            return;
+        };
+        rx.round_trips += 1;
+        rx.bytes += bytes;
+        let SyncResponse::Snapshot { session, header, page, next } = response else {
+            return self.snapshot_failed(peer, context_id, "the peer serves no snapshot of it".into());
+        };
+        match (&mut rx.builder, header) {
+            (None, Some(header)) => {
+                match self.engine.begin_snapshot(
+                    &context_id,
+                    header,
+                    self.authorizer.as_ref(),
+                    self.config.snapshot_max_bytes,
+                ) {
+                    Ok(builder) => {
+                        rx.builder = Some(builder);
+                        rx.session = session;
+                    }
+                    Err(e) => return self.snapshot_failed(peer, context_id, e.to_string()),
+                }
+            }
+            (Some(_), None) if session == rx.session => {}
+            _ => return self.snapshot_failed(peer, context_id, "the peer's snapshot session changed".into()),
+        }
+        let Some(builder) = rx.builder.as_mut() else {
+            return self.snapshot_failed(peer, context_id, "no snapshot header".into());
+        };
+        if let Err(e) = builder.add(page) {
+            return self.snapshot_failed(peer, context_id, e.to_string());
+        }
+        self.emit(NetEvent::SnapshotProgress {
+            context_id,
+            peer,
+            entries: builder.entries_received() as u64,
+            keys_total: builder.header().key_count,
+            deltas: builder.deltas_received() as u64,
+            deltas_total: builder.header().delta_count,
+            bytes: rx.bytes,
+        });
+        if next != SnapshotCursor::Done {
+            let request = SyncRequest::Snapshot { context_id, session: rx.session, cursor: next };
+            let id = self.send_sync_request(peer, request);
+            self.pending.insert(id, Pending::Snapshot(context_id));
+            self.receiving.insert(context_id, rx);
+            return;
+        }
+        let Some(builder) = rx.builder.take() else {
+            return self.snapshot_failed(peer, context_id, "no snapshot header".into());
+        };
+        match self.engine.install_snapshot(builder) {
+            Ok(installed) => {
+                self.stats.snapshots_installed.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    %context_id, %peer, keys = installed.keys, deltas = installed.deltas,
+                    round_trips = rx.round_trips, bytes = rx.bytes, "snapshot installed"
+                );
+                self.emit(NetEvent::SnapshotInstalled {
+                    context_id,
+                    peer,
+                    keys: installed.keys,
+                    deltas: installed.deltas as u64,
+                    round_trips: rx.round_trips,
+                    bytes: rx.bytes,
+                });
+                if !installed.released.applied.is_empty() {
+                    self.emit(NetEvent::Applied { context_id, delta_ids: installed.released.applied });
+                }
+                // Then the deltas since, from the same peer (and the others on their status).
+                self.catching_up.remove(&(peer, context_id));
+                self.ask_deltas(peer, context_id);
+            }
+            Err(e) => self.snapshot_failed(peer, context_id, e.to_string()),
+        }
+    }
+
+    /// Ends a snapshot session that failed; the node catches up from the peer by deltas.
+    fn snapshot_failed(&mut self, peer: PeerId, context_id: ContextId, reason: String) {
+        self.receiving.remove(&context_id);
+        self.catching_up.remove(&(peer, context_id));
+        self.snapshot_failed.insert((peer, context_id), Instant::now());
+        self.stats.snapshots_failed.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(%context_id, %peer, %reason, "snapshot abandoned; catching up by deltas");
+        self.emit(NetEvent::SnapshotFailed { context_id, peer, reason });
+        self.ask_deltas(peer, context_id);
+    }
+
     fn on_status(&mut self, peer: PeerId, context_id: ContextId, response: SyncResponse) {
-        let SyncResponse::Status { heads, root_hash } = response else {
+        let SyncResponse::Status { heads, root_hash, delta_count } = response else {
             return;
         };
         let Ok(ours) = self.engine.view(&context_id) else {
@@ -1059,6 +1705,15 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
         self.in_sync.entry(context_id).or_default().remove(&peer);
         let behind = heads.iter().any(|h| !self.engine.is_applied(&context_id, h).unwrap_or(false));
+        let fresh = ours.heads.is_empty() && ours.status.delta_count == 0;
+        let failed_lately = self
+            .snapshot_failed
+            .get(&(peer, context_id))
+            .is_some_and(|t| t.elapsed() < self.config.anti_entropy_interval * 10);
+        if behind && fresh && delta_count >= self.config.snapshot_threshold && !failed_lately {
+            self.start_snapshot(peer, context_id);
+            return;
+        }
         if behind && !self.catching_up.contains(&(peer, context_id)) {
             self.ask_deltas(peer, context_id);
         }
@@ -1355,8 +2010,12 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 return;
             }
         };
+        if !self.namespace_catching_up.contains(&(peer, namespace_id)) && !self.session_room() {
+            return;
+        }
         if self.namespace_catching_up.insert((peer, namespace_id)) {
             self.stats.sync_sessions.fetch_add(1, Ordering::Relaxed);
+            self.note_sessions();
         }
         let max = self.config.sync_batch.min(MAX_OPS_PER_RESPONSE);
         let id = self.send_sync_request(peer, SyncRequest::Ops { namespace_id, heads, max });
@@ -1426,7 +2085,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     ) -> gossipsub::MessageAcceptance {
         let op = match protocol::decode::<Gossip>(&message.data) {
             Ok(Gossip::Op(op)) => op,
-            Ok(Gossip::Delta(_)) => {
+            Ok(Gossip::Delta(_) | Gossip::Sealed { .. }) => {
                 self.reject_op(namespace_id, source, "a context delta on a namespace topic".into());
                 return gossipsub::MessageAcceptance::Reject;
             }
@@ -1651,4 +2310,17 @@ fn serve_ops<B: Backend>(
     }
     let more = ops.len() < total;
     SyncResponse::Ops { ops, more }
+}
+
+/// The context a context-level sync request is about.
+fn request_context(request: &SyncRequest) -> Option<ContextId> {
+    match request {
+        SyncRequest::Status { context_id }
+        | SyncRequest::Deltas { context_id, .. }
+        | SyncRequest::RepairWalk { context_id, .. }
+        | SyncRequest::RepairEntries { context_id, .. }
+        | SyncRequest::Snapshot { context_id, .. }
+        | SyncRequest::Sealed { context_id, .. } => Some(*context_id),
+        SyncRequest::NamespaceStatus { .. } | SyncRequest::Ops { .. } => None,
+    }
 }

@@ -5,12 +5,21 @@
 //!
 //! | request | response | use |
 //! |---|---|---|
-//! | `Status { context }` | `Status { heads, root_hash }` | the in-sync check: one round trip, ~100 bytes |
+//! | `Status { context }` | `Status { heads, root_hash, delta_count }` | the in-sync check: one round trip, ~120 bytes |
 //! | `Deltas { context, heads, max }` | `Deltas { deltas, more }` | catch-up: the deltas the asker lacks given its heads, in topological order, at most `max` (and [`MAX_FRAME`] bytes) per response |
 //! | `NamespaceStatus { namespace }` | `NamespaceStatus { heads }` | the governance in-sync check: the namespace op log's heads |
 //! | `Ops { namespace, heads, max }` | `Ops { ops, more }` | governance catch-up: the ops the asker lacks given its heads, in topological order, at most `max` (and [`MAX_FRAME`] bytes) per response |
 //! | `RepairWalk { context, nodes }` | `RepairWalk { replies }` | repair, walking the Merkle tries: the asker's nodes at up to [`MAX_WALK_ITEMS`] paths; per path the responder answers `Same`, its nodes at the children that differ, or its leaves below (see [`crate::context::RepairWalk`]) |
 //! | `RepairEntries { context, entries, keys }` | `RepairEntries { entries, answered }` | repair, exchanging the differing keys: the asker's entries (merged by the responder) and the keys it wants; the responder's entries for the first `answered` keys |
+//! | `Snapshot { context, session, cursor }` | `Snapshot { session, header, page, next }` | fresh join: a snapshot of the state and the DAG served from one read view held for the session (session 0 opens one and the answer carries the [`SnapshotHeader`]); each page resumes from the cursor (see [`crate::context::SnapshotPage`]) |
+//!
+//! For a context registered in a group that has a key (see
+//! [`crate::governance::Governance::current_group_key`]), everything carrying its state
+//! travels sealed under the group's current key — gossip deltas (`Gossip::Sealed`),
+//! `Deltas`, `Snapshot` and repair responses (`SyncResponse::Sealed`) and repair requests
+//! (`SyncRequest::Sealed`) — with the kind and the context bound as associated data
+//! ([`sealing_header`]). `Status` requests and responses (heads, root, counts) and the
+//! `Deltas` and `Snapshot` requests (heads, cursors) stay in the clear.
 //!
 //! Either side answers `Unknown` for a context or namespace it does not hold.
 //! Gossip payloads are one [`Gossip`] message without the length prefix: a delta
@@ -23,9 +32,9 @@ use std::io;
 
 use borsh::{BorshDeserialize, BorshSerialize};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, Hash, NamespaceId, OpId, SignedOp};
+use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, GroupId, Hash, NamespaceId, OpId, Sealed, SignedOp};
 
-use crate::context::{RepairEntry, WalkNode, WalkReply};
+use crate::context::{RepairEntry, SnapshotCursor, SnapshotHeader, SnapshotPage, WalkNode, WalkReply};
 
 /// The sync protocol's name.
 pub const SYNC_PROTOCOL: &str = "/weft/sync/1";
@@ -49,6 +58,10 @@ pub const MAX_REPAIR_KEYS: usize = 4096;
 /// under [`MAX_FRAME`]).
 pub const REPAIR_BUDGET: usize = 4 << 20;
 
+/// Most entries (or DAG nodes) one `Snapshot` response carries; its bytes stay under
+/// [`REPAIR_BUDGET`] plus the header.
+pub const MAX_SNAPSHOT_ITEMS: usize = 8192;
+
 /// A gossip message on a context's topic.
 #[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
 pub enum Gossip {
@@ -56,6 +69,36 @@ pub enum Gossip {
     Delta(ContextDagDeltaValue),
     /// A governance op just logged (on a namespace's topic).
     Op(SignedOp),
+    /// A `Gossip::Delta` sealed under the key of the context's group (see [`sealing_header`]).
+    Sealed {
+        /// The context.
+        context_id: ContextId,
+        /// The group whose key seals it.
+        group_id: GroupId,
+        /// The Borsh bytes of the `Gossip::Delta`, sealed.
+        sealed: Sealed,
+    },
+}
+
+/// What a sealed message is, bound into its AEAD's associated data with the context, so a
+/// sealed message cannot be replayed as another kind or for another context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SealedKind {
+    /// A gossip delta.
+    Gossip = 1,
+    /// A sync request.
+    Request = 2,
+    /// A sync response.
+    Response = 3,
+}
+
+/// The header a sealed message's AEAD binds: a domain tag, the kind and the context.
+pub fn sealing_header(kind: SealedKind, context_id: &ContextId) -> Vec<u8> {
+    let mut header = Vec::with_capacity(16 + 32);
+    header.extend_from_slice(b"weft/wire/1");
+    header.push(kind as u8);
+    header.extend_from_slice(context_id.as_bytes());
+    header
 }
 
 /// A sync request.
@@ -107,6 +150,25 @@ pub enum SyncRequest {
         /// The keys whose entries the asker wants.
         keys: Vec<Vec<u8>>,
     },
+    /// A page of a snapshot of the context (for a fresh join).
+    Snapshot {
+        /// The context.
+        context_id: ContextId,
+        /// The session the responder opened (0: open one, reading a new snapshot).
+        session: u64,
+        /// Where the page starts.
+        cursor: SnapshotCursor,
+    },
+    /// A request about the context (`RepairWalk` or `RepairEntries`, which carry state),
+    /// sealed under the key of its group.
+    Sealed {
+        /// The context.
+        context_id: ContextId,
+        /// The group whose key seals it.
+        group_id: GroupId,
+        /// The Borsh bytes of the request, sealed.
+        sealed: Sealed,
+    },
 }
 
 /// A sync response.
@@ -118,6 +180,9 @@ pub enum SyncResponse {
         heads: Vec<DeltaId>,
         /// Merkle root of the state at those heads.
         root_hash: Hash,
+        /// Deltas applied there (a fresh node asks for a snapshot instead of the deltas when
+        /// there are many).
+        delta_count: u64,
     },
     /// Deltas in topological order.
     Deltas {
@@ -152,6 +217,25 @@ pub enum SyncResponse {
         entries: Vec<RepairEntry>,
         /// How many of the keys asked were answered; ask again for the rest.
         answered: u32,
+    },
+    /// A page of a snapshot.
+    Snapshot {
+        /// The session to cite for the following pages.
+        session: u64,
+        /// What the snapshot claims (on the first page of a session only).
+        header: Option<SnapshotHeader>,
+        /// The page.
+        page: SnapshotPage,
+        /// Where the next page starts ([`SnapshotCursor::Done`] after the last).
+        next: SnapshotCursor,
+    },
+    /// A response carrying a governed context's state (`Deltas`, `Snapshot`, `RepairWalk`,
+    /// `RepairEntries`), sealed under the key of its group.
+    Sealed {
+        /// The group whose key seals it.
+        group_id: GroupId,
+        /// The Borsh bytes of the response, sealed.
+        sealed: Sealed,
     },
 }
 
@@ -252,12 +336,15 @@ mod tests {
         let req = SyncRequest::Status { context_id: ContextId::from_bytes([0xAA; 32]) };
         // u32 BE length 33 ‖ tag 0 ‖ context id
         assert_eq!(hex(&encode(&req).unwrap()), format!("00000021{}{}", "00", "aa".repeat(32)));
-        let res =
-            SyncResponse::Status { heads: vec![DeltaId::from_bytes([1; 32])], root_hash: Hash::from_bytes([2; 32]) };
-        // length 69 ‖ tag 0 ‖ u32 LE 1 ‖ head ‖ root
+        let res = SyncResponse::Status {
+            heads: vec![DeltaId::from_bytes([1; 32])],
+            root_hash: Hash::from_bytes([2; 32]),
+            delta_count: 5,
+        };
+        // length 77 ‖ tag 0 ‖ u32 LE 1 ‖ head ‖ root ‖ u64 LE 5
         assert_eq!(
             hex(&encode(&res).unwrap()),
-            format!("0000004500{}{}{}", "01000000", "01".repeat(32), "02".repeat(32))
+            format!("0000004d00{}{}{}{}", "01000000", "01".repeat(32), "02".repeat(32), "0500000000000000")
         );
     }
 
@@ -457,6 +544,50 @@ mod tests {
         assert_eq!(
             hex(&encode(&res).unwrap()),
             format!("0000005c0601000000{}{}{}", "010000007a00", version_hex("01"), "02000000")
+        );
+        assert_eq!(decode::<SyncResponse>(&encode(&res).unwrap()[4..]).unwrap(), res);
+    }
+
+    #[test]
+    fn golden_snapshot_request_and_response() {
+        use weft_primitives::DagNodeValue;
+        let req = SyncRequest::Snapshot {
+            context_id: ContextId::from_bytes([0x21; 32]),
+            session: 9,
+            cursor: SnapshotCursor::AfterKey(b"ab".to_vec()),
+        };
+        // length 48 ‖ tag 6 ‖ context ‖ u64 LE 9 ‖ cursor tag 1 (AfterKey) ‖ u32 LE 2 ‖ "ab"
+        assert_eq!(
+            hex(&encode(&req).unwrap()),
+            format!("0000003006{}0900000000000000010200000061 62", "21".repeat(32)).replace(' ', "")
+        );
+        assert_eq!(decode::<SyncRequest>(&encode(&req).unwrap()[4..]).unwrap(), req);
+        let res = SyncResponse::Snapshot {
+            session: 9,
+            header: None,
+            page: SnapshotPage {
+                entries: vec![],
+                dag: vec![(
+                    DeltaId::from_bytes([0x31; 32]),
+                    DagNodeValue { parents: vec![DeltaId::from_bytes([0x32; 32])], height: 1 },
+                )],
+            },
+            next: SnapshotCursor::Done,
+        };
+        // length 95 ‖ tag 7 ‖ u64 LE 9 ‖ None ‖ u32 LE 0 entries ‖ u32 LE 1 node ‖ id ‖
+        // u32 LE 1 parent ‖ parent ‖ u64 LE 1 height ‖ cursor tag 4 (Done)
+        assert_eq!(
+            hex(&encode(&res).unwrap()),
+            format!(
+                "0000005f07{}{}{}{}{}01000000{}{}04",
+                "0900000000000000",
+                "00",
+                "00000000",
+                "01000000",
+                "31".repeat(32),
+                "32".repeat(32),
+                "0100000000000000"
+            )
         );
         assert_eq!(decode::<SyncResponse>(&encode(&res).unwrap()[4..]).unwrap(), res);
     }

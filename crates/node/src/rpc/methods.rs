@@ -351,8 +351,9 @@ pub fn module<B: Backend>(
     })?;
 
     method(&mut m, "context_leave", |_, service, p: wire::ContextParam| {
+        // `op_id` only when a MemberLeft op was signed (not when this node was no longer a member).
         let op = service.context_leave(&context_id(&p.context_id)?).map_err(svc_err(service))?;
-        Ok(json!({ "op_id": op.to_hex() }))
+        Ok(op.map_or_else(|| json!({}), |op| json!({ "op_id": op.to_hex() })))
     })?;
 
     method(&mut m, "context_sync", |_, service, p: wire::ContextParam| {
@@ -395,6 +396,14 @@ pub fn module<B: Backend>(
             "divergences": view.status.divergences,
             "members": members.iter().map(|m| m.to_hex()).collect::<Vec<_>>(),
             "peers_in_sync": in_sync,
+            // Only while a fresh join receives a snapshot (null otherwise).
+            "snapshot": service.snapshot_progress(&id).map(|p| json!({
+                "entries": p.entries,
+                "keys_total": p.keys_total,
+                "deltas": p.deltas,
+                "deltas_total": p.deltas_total,
+                "bytes": p.bytes,
+            })),
         }))
     })?;
 
@@ -523,6 +532,18 @@ pub fn event_json(event: &ContextEvent) -> Value {
             "context_id": context_id.to_hex(),
             "peer": peer.to_string(),
         }),
+        ContextEvent::Snapshot { context_id, peer, progress } => json!({
+            "kind": "snapshot",
+            "context_id": context_id.to_hex(),
+            "peer": peer.to_string(),
+            "stage": progress.stage,
+            "entries": progress.entries,
+            "keys_total": progress.keys_total,
+            "deltas": progress.deltas,
+            "deltas_total": progress.deltas_total,
+            "bytes": progress.bytes,
+            "reason": progress.reason,
+        }),
         ContextEvent::Rejected { context_id, peer, reason } => json!({
             "kind": "rejected",
             "context_id": context_id.to_hex(),
@@ -555,6 +576,7 @@ fn sync_kind(event: &ContextEvent) -> bool {
         ContextEvent::PeerDiverged { .. }
         | ContextEvent::PeerInSync { .. }
         | ContextEvent::Repaired { .. }
+        | ContextEvent::Snapshot { .. }
         | ContextEvent::Rejected { .. } => true,
         _ => false,
     }

@@ -51,6 +51,11 @@ fn member_change(body: &OpBody, signer: &PublicKey) -> Option<(PublicKey, &'stat
     }
 }
 
+/// Whether an op changes who should hold the group's key.
+fn changes_key_holders(body: &OpBody) -> bool {
+    matches!(body, OpBody::MemberAdded { .. } | OpBody::MemberRemoved { .. } | OpBody::MemberLeft)
+}
+
 /// What an alias names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AliasScope {
@@ -81,6 +86,7 @@ impl<B: Backend> NodeService<B> {
         let application = self.governance.group_meta(parent)?.target_application_id;
         let (group_id, op) = self.governance.create_group(*parent, &key, application, UpgradePolicy::default())?;
         self.publish_ops(namespace_id, &[op]);
+        self.rekey(&group_id);
         if let Some(alias) = alias {
             self.act(group_id, OpBody::AliasSet { target: AliasTarget::Group, alias: alias.into() })?;
         }
@@ -128,18 +134,54 @@ impl<B: Backend> NodeService<B> {
         let namespace_id = self.governance.namespace_of(&group_id)?;
         let key = self.member_key(&namespace_id)?;
         let change = member_change(&body, &key.public_key());
+        let rekey = changes_key_holders(&body);
         let op = self.governance.act(namespace_id, group_id, &key, body)?;
         self.publish_ops(namespace_id, &[op]);
         if let Some((identity, change)) = change {
             self.member_changed(&group_id, identity, change);
         }
+        if rekey {
+            self.rekey(&group_id);
+        }
         Ok(op)
     }
 
-    /// Tells subscribers about a membership change an op (logged here, from a peer) made.
+    /// Tells subscribers about a membership change an op (logged here, from a peer) made,
+    /// and keeps the group's key current if this node is one of its admins.
     pub(super) fn report_op(&self, op: &weft_primitives::SignedOp) {
         if let Some((identity, change)) = member_change(&op.content.body, &op.content.signer) {
             self.member_changed(&op.content.group_id, identity, change);
+        }
+        if changes_key_holders(&op.content.body) {
+            self.rekey(&op.content.group_id);
+        }
+    }
+
+    /// Keeps a group's key current — an admin's job, done by each admin's node: rotates
+    /// (and publishes the rotation) when the group has no key yet, when someone holding the
+    /// current key is no longer a member (removed, or left), or when a member was not sent
+    /// it (just added). A node that is not an admin of the group does nothing. The new key
+    /// reaches every member in its own envelope; the contexts' traffic is sealed under it
+    /// from then on (see [`crate::net::protocol`]).
+    pub(super) fn rekey(&self, group_id: &GroupId) {
+        let rotate = || -> Result<(), ServiceError> {
+            let namespace_id = self.governance.namespace_of(group_id)?;
+            // No identity in the namespace: not a member, nothing to do.
+            let Ok(key) = self.member_key(&namespace_id) else { return Ok(()) };
+            if self.governance.role(group_id, &key.public_key())? != Some(Role::Admin) {
+                return Ok(());
+            }
+            let status = self.governance.key_status(group_id)?;
+            if !status.needs_rotation() && status.members_without_key.is_empty() {
+                return Ok(());
+            }
+            let (op, key_id) = self.governance.rotate_group_key(group_id, &key)?;
+            tracing::info!(%group_id, %key_id, "rotated the group key");
+            self.publish_ops(namespace_id, &[op]);
+            Ok(())
+        };
+        if let Err(e) = rotate() {
+            tracing::warn!(%group_id, error = %e, "cannot rotate the group key");
         }
     }
 

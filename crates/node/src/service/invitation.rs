@@ -15,6 +15,13 @@
 //! ops it received make this node a member, and only then creates the context, joins its
 //! topic and syncs. An invitation whose member op never arrives is unknown; nothing of the
 //! context is created.
+//!
+//! `context_leave` signs `MemberLeft` (unless this node is no longer a member), marks the
+//! context left in the store ([`ContextLeft`]) and has the network stop replicating it: no
+//! gossip, anti-entropy, catch-up or repair for it from then on, nor after a restart (the
+//! network does not join a context marked left). The local copy is kept and stays readable.
+//! Joining it again by a new invitation clears the mark. A single-owner context (no group)
+//! cannot be left: there is no membership to give up and nobody it syncs with.
 
 use std::time::Duration;
 
@@ -24,7 +31,7 @@ use libp2p::Multiaddr;
 use weft_primitives::{
     ApplicationMeta, ContextId, GroupId, NamespaceId, OpBody, OpId, PublicKey, Role, SecretKey, Signature,
 };
-use weft_store::schema::ContextMeta;
+use weft_store::schema::{ContextLeft, ContextMeta};
 use weft_store::{Backend, Read};
 
 use super::network::{poll_until, wait};
@@ -300,6 +307,8 @@ impl<B: Backend> NodeService<B> {
             Ok(()) | Err(crate::context::EngineError::ContextExists(_)) => {}
             Err(e) => return Err(e.into()),
         }
+        // Joining a context this node left undoes the leave.
+        self.store().delete(&ContextLeft { context_id })?;
         self.join_context(namespace_id, context_id);
         wait(network.sync_now(context_id)).map_err(super::network::net_error)?;
         let synced = poll_until(SYNC_WAIT, || {
@@ -310,15 +319,32 @@ impl<B: Backend> NodeService<B> {
         Ok(JoinOutcome { context_id, identity: self.identity, synced })
     }
 
-    /// Leaves a context's group (a governance op, published): this node stops being a member,
-    /// so its writes to the group's contexts are refused from then on. The last admin cannot
-    /// leave.
-    pub fn context_leave(&self, context_id: &ContextId) -> Result<OpId, ServiceError> {
+    /// Leaves a context: leaves its group (a `MemberLeft` governance op, published — this
+    /// node's writes to the group's contexts are refused from then on; the last admin cannot
+    /// leave), then stops replicating the context, now and after restarts (see the module
+    /// docs). The local copy is kept. Returns the op, or `None` when this node was no longer
+    /// a member (it left before, or was removed): then it only stops replicating, so a leave
+    /// cut short can be finished by calling it again.
+    pub fn context_leave(&self, context_id: &ContextId) -> Result<Option<OpId>, ServiceError> {
         self.require_context(context_id)?;
-        let (_, group_id) = self.governed(context_id)?.ok_or_else(|| {
+        let (namespace_id, group_id) = self.governed(context_id)?.ok_or_else(|| {
             ServiceError::Forbidden(format!("context {context_id} is single-owner: there is no group to leave"))
         })?;
-        self.act(group_id, OpBody::MemberLeft)
+        let member = self.member_key(&namespace_id)?.public_key();
+        let op = match self.governance.role(&group_id, &member)? {
+            Some(_) => Some(self.act(group_id, OpBody::MemberLeft)?),
+            None => None,
+        };
+        self.store().put(&ContextLeft { context_id: *context_id }, &weft_primitives::wall_clock_ms())?;
+        if let Some(network) = self.network() {
+            wait(network.leave(*context_id)).map_err(super::network::net_error)?;
+        }
+        Ok(op)
+    }
+
+    /// Whether this node left the context (`context_leave`, not joined again since).
+    pub fn has_left(&self, context_id: &ContextId) -> Result<bool, ServiceError> {
+        Ok(self.store().contains(&ContextLeft { context_id: *context_id })?)
     }
 }
 

@@ -13,7 +13,7 @@ use weft_primitives::{ContextId, DeltaId, NamespaceId, OpId};
 use weft_store::schema::NamespaceGovHead;
 use weft_store::{Backend, Prefix, Read};
 
-use super::{ContextEvent, NodeService, ServiceError};
+use super::{ContextEvent, NodeService, ServiceError, SnapshotProgress};
 use crate::governance::SharedGovernanceAuthorizer;
 use crate::metrics::Source;
 use crate::net::{NetConfig, NetError, NetEvent, Network, PeerInfo};
@@ -154,9 +154,15 @@ impl<B: Backend> NodeService<B> {
         wait(self.require_network()?.dial(addr)).map_err(net_error)
     }
 
-    /// Starts anti-entropy for a context with every connected peer now.
+    /// Starts anti-entropy for a context with every connected peer now. Refused for a context
+    /// this node left (`context_join` it again first).
     pub fn context_sync(&self, context_id: &ContextId) -> Result<(), ServiceError> {
         self.require_context(context_id)?;
+        if self.has_left(context_id)? {
+            return Err(ServiceError::Forbidden(format!(
+                "this node left context {context_id}: it is not synced until it is joined again (context_join)"
+            )));
+        }
         let network = self.require_network()?;
         if let Some((namespace_id, _)) = self.governed(context_id)? {
             wait(network.sync_namespace_now(namespace_id)).map_err(net_error)?;
@@ -246,6 +252,54 @@ impl<B: Backend> NodeService<B> {
                 self.metrics.repaired(keys);
                 let root_hash = self.engine.view(&context_id).map_or(weft_primitives::Hash::ZERO, |v| v.root_hash);
                 self.emit(ContextEvent::Repaired { context_id, peer, keys, root_hash });
+            }
+            NetEvent::SnapshotProgress { context_id, peer, entries, keys_total, deltas, deltas_total, bytes } => {
+                let progress = SnapshotProgress {
+                    stage: "receiving",
+                    entries,
+                    keys_total,
+                    deltas,
+                    deltas_total,
+                    bytes,
+                    reason: None,
+                };
+                self.snapshots
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(context_id, progress.clone());
+                self.emit(ContextEvent::Snapshot { context_id, peer, progress });
+            }
+            NetEvent::SnapshotInstalled { context_id, peer, keys, deltas, bytes, .. } => {
+                self.metrics.snapshot(true);
+                let last = self.snapshots.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&context_id);
+                let progress = SnapshotProgress {
+                    stage: "installed",
+                    entries: last.map_or(keys, |p| p.entries),
+                    keys_total: keys,
+                    deltas,
+                    deltas_total: deltas,
+                    bytes,
+                    reason: None,
+                };
+                self.emit(ContextEvent::Snapshot { context_id, peer, progress });
+            }
+            NetEvent::SnapshotFailed { context_id, peer, reason } => {
+                self.metrics.snapshot(false);
+                let last = self.snapshots.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&context_id);
+                let progress = SnapshotProgress {
+                    stage: "failed",
+                    reason: Some(reason),
+                    ..last.unwrap_or(SnapshotProgress {
+                        stage: "failed",
+                        entries: 0,
+                        keys_total: 0,
+                        deltas: 0,
+                        deltas_total: 0,
+                        bytes: 0,
+                        reason: None,
+                    })
+                };
+                self.emit(ContextEvent::Snapshot { context_id, peer, progress });
             }
             NetEvent::Rejected { context_id, peer, reason } => {
                 self.metrics.delta_rejected(Source::Remote);

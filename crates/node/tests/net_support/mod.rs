@@ -22,6 +22,12 @@ pub fn memory_store() -> Arc<Store<MemoryBackend, Column>> {
     Arc::new(Store::open(MemoryBackend::new::<Column>()).unwrap())
 }
 
+/// A RocksDB store in `dir` with default settings.
+pub fn rocks_store(dir: &std::path::Path) -> Arc<Store<weft_store::RocksBackend, Column>> {
+    let backend = weft_store::RocksBackend::open::<Column>(dir, &weft_store::RocksConfig::default()).unwrap();
+    Arc::new(Store::open(backend).unwrap())
+}
+
 pub fn config(bootstrap: Vec<libp2p::Multiaddr>, anti_entropy: Duration) -> NetConfig {
     NetConfig {
         listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
