@@ -1136,7 +1136,10 @@ async fn wait_in_sync(client: &Client, context_id: &str, timeout: Duration, json
         if interactive {
             match r.get("snapshot").filter(|s| !s.is_null()) {
                 Some(s) => eprint!("\r{}   ", snapshot_bar(s)),
-                None => eprint!("\rsyncing: {applied} deltas applied, {pending} pending   "),
+                None => {
+                    let target = r.get("peers_delta_count").and_then(Value::as_u64).unwrap_or(applied);
+                    eprint!("\rsyncing {} deltas, {pending} pending   ", bar(applied, target.max(applied)));
+                }
             }
         }
         if in_sync && pending == 0 {
@@ -1161,15 +1164,18 @@ async fn wait_in_sync(client: &Client, context_id: &str, timeout: Duration, json
     }
 }
 
+/// `[####------] done/total`: 30 cells, full once `done` reaches `total`.
+fn bar(done: u64, total: u64) -> String {
+    let cells = (done.min(total) * 30).checked_div(total).unwrap_or(0) as usize;
+    format!("[{}{}] {done}/{total}", "#".repeat(cells), "-".repeat(30 - cells))
+}
+
 /// A progress bar for a snapshot being received (`context_status.snapshot`).
 fn snapshot_bar(s: &Value) -> String {
     let n = |k: &str| s.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let (entries, total) = (n("entries"), n("keys_total"));
-    let done = (entries.min(total) * 30).checked_div(total).unwrap_or(0) as usize;
     format!(
-        "snapshot [{}{}] {entries}/{total} keys, {} deltas, {:.1} MB",
-        "#".repeat(done),
-        "-".repeat(30 - done),
+        "snapshot {} keys, {} deltas, {:.1} MB",
+        bar(n("entries"), n("keys_total")),
         n("deltas"),
         n("bytes") as f64 / 1e6
     )
@@ -1220,6 +1226,8 @@ mod tests {
             snapshot_bar(&half),
             format!("snapshot [{}{}] 50/100 keys, 0 deltas, 2.5 MB", "#".repeat(15), "-".repeat(15))
         );
+        assert_eq!(bar(0, 0), format!("[{}] 0/0", "-".repeat(30)));
+        assert_eq!(bar(3, 4), format!("[{}{}] 3/4", "#".repeat(22), "-".repeat(8)));
         // Tombstones can make entries exceed the live keys: the bar stays full, not past it.
         let over = json!({ "entries": 120, "keys_total": 100, "deltas": 7, "bytes": 0 });
         assert!(snapshot_bar(&over).starts_with(&format!("snapshot [{}]", "#".repeat(30))));

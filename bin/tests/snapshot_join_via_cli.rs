@@ -45,6 +45,11 @@ fn a_fresh_join_by_snapshot_reports_progress_and_converges() {
         (sb["key_count"] == 200 && sa["root_hash"] == sb["root_hash"] && sa["heads"] == sb["heads"]).then_some((sa, sb))
     });
     assert_eq!(sb["delta_count"], sa["delta_count"]);
+    // b knows how many deltas its peer holds (what `context sync --wait` draws its bar to).
+    eventually(Duration::from_secs(30), "b to see a's delta count", || {
+        let sb = b.weft_json(&["context", "status", &ctx]);
+        (sb["peers_delta_count"] == sa["delta_count"]).then_some(())
+    });
     assert_eq!(sb["snapshot"], Value::Null, "no snapshot under way any more: {sb}");
 
     let mut stages = Vec::new();

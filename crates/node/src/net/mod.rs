@@ -446,6 +446,7 @@ enum Command {
     ListenAddrs(oneshot::Sender<Vec<Multiaddr>>),
     Peers(oneshot::Sender<Vec<PeerInfo>>),
     InSync(ContextId, oneshot::Sender<Vec<PeerId>>),
+    SyncTarget(ContextId, oneshot::Sender<Option<u64>>),
     NamespaceInSync(NamespaceId, oneshot::Sender<Vec<PeerId>>),
     SyncNamespaceNow(NamespaceId),
     Shutdown(oneshot::Sender<()>),
@@ -524,6 +525,7 @@ impl Network {
             last_repair: HashMap::new(),
             serving: std::sync::Mutex::new(HashMap::new()),
             receiving: HashMap::new(),
+            reported: HashMap::new(),
             snapshot_failed: HashMap::new(),
             served: std::sync::Mutex::new(HashMap::new()),
             snapshot_sessions: AtomicU64::new(0),
@@ -653,6 +655,12 @@ impl Network {
     /// Peers last seen with this node's heads and root for a context.
     pub async fn in_sync_peers(&self, context_id: ContextId) -> Result<Vec<PeerId>, NetError> {
         self.ask(|tx| Command::InSync(context_id, tx)).await
+    }
+
+    /// The most deltas of a context a peer has reported applying (in its latest status), if
+    /// any peer has: how far a catch-up has to go.
+    pub async fn sync_target(&self, context_id: ContextId) -> Result<Option<u64>, NetError> {
+        self.ask(|tx| Command::SyncTarget(context_id, tx)).await
     }
 
     /// Stops the network task, closing connections.
@@ -792,6 +800,8 @@ struct Driver<B: Backend> {
     serving: std::sync::Mutex<HashMap<(PeerId, ContextId), Serving>>,
     /// Snapshots being received, by context (one at a time per context).
     receiving: HashMap<ContextId, Receiving>,
+    /// Per context, the delta count each peer last reported (see [`Network::sync_target`]).
+    reported: HashMap<ContextId, HashMap<PeerId, u64>>,
     /// When a snapshot from a peer last failed (no new one from it for a while).
     snapshot_failed: HashMap<(PeerId, ContextId), Instant>,
     /// Snapshots being served, by asking peer and context.
@@ -864,6 +874,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.topics.remove(&topic.hash());
         self.in_sync.remove(&context_id);
         self.catching_up.retain(|(_, c)| *c != context_id);
+        self.reported.remove(&context_id);
         self.repairs.retain(|(_, c), _| *c != context_id);
         self.last_repair.retain(|(_, c), _| *c != context_id);
         self.receiving.remove(&context_id);
@@ -996,6 +1007,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 }
                 let _ = reply.send(peers.into_values().collect());
             }
+            Command::SyncTarget(context_id, reply) => {
+                let _ = reply.send(self.reported.get(&context_id).and_then(|r| r.values().max().copied()));
+            }
             Command::InSync(context_id, reply) => {
                 let _ =
                     reply.send(self.in_sync.get(&context_id).map(|s| s.iter().copied().collect()).unwrap_or_default());
@@ -1107,6 +1121,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => {
                 for peers in self.in_sync.values_mut() {
                     peers.remove(&peer_id);
+                }
+                for counts in self.reported.values_mut() {
+                    counts.remove(&peer_id);
                 }
                 for peers in self.namespace_in_sync.values_mut() {
                     peers.remove(&peer_id);
@@ -1687,6 +1704,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let SyncResponse::Status { heads, root_hash, delta_count } = response else {
             return;
         };
+        self.reported.entry(context_id).or_default().insert(peer, delta_count);
         let Ok(ours) = self.engine.view(&context_id) else {
             return;
         };

@@ -396,6 +396,8 @@ pub fn module<B: Backend>(
             "divergences": view.status.divergences,
             "members": members.iter().map(|m| m.to_hex()).collect::<Vec<_>>(),
             "peers_in_sync": in_sync,
+            // The most deltas a connected peer reported (null before any status exchange).
+            "peers_delta_count": service.sync_target(&id).map_err(svc_err(service))?,
             // Only while a fresh join receives a snapshot (null otherwise).
             "snapshot": service.snapshot_progress(&id).map(|p| json!({
                 "entries": p.entries,

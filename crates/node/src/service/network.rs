@@ -178,6 +178,15 @@ impl<B: Backend> NodeService<B> {
         }
     }
 
+    /// The most deltas of a context a connected peer reported applying (how far a catch-up
+    /// has to go), if any did.
+    pub fn sync_target(&self, context_id: &ContextId) -> Result<Option<u64>, ServiceError> {
+        match self.network.get() {
+            Some(network) => wait(network.sync_target(*context_id)).map_err(net_error),
+            None => Ok(None),
+        }
+    }
+
     /// Every namespace this node holds ops of.
     pub fn namespaces(&self) -> Result<Vec<NamespaceId>, ServiceError> {
         let rows = self.store().scan(Prefix::<NamespaceGovHead>::family()).collect_all()?;
