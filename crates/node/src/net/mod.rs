@@ -16,7 +16,8 @@
 //!   divergence, reported. Otherwise, if the peer has heads this node has not
 //!   applied, it asks for the deltas it lacks given its own heads; the peer
 //!   answers with them in topological order, in batches of up to
-//!   `sync_batch`, and the asker keeps asking while the answer says `more`.
+//!   `sync_batch`, and the asker keeps asking while the answer says `more` — asking
+//!   for the next page before applying the one it got, so serving and applying overlap.
 //!   A gossip delta whose parents are missing triggers the same request at
 //!   once, so nothing waits for the next tick.
 //! - **Governance**: with [`Governance`] attached, each namespace has a topic
@@ -525,6 +526,7 @@ impl Network {
             last_repair: HashMap::new(),
             serving: std::sync::Mutex::new(HashMap::new()),
             receiving: HashMap::new(),
+            stalled: HashSet::new(),
             reported: HashMap::new(),
             snapshot_failed: HashMap::new(),
             served: std::sync::Mutex::new(HashMap::new()),
@@ -800,6 +802,8 @@ struct Driver<B: Backend> {
     serving: std::sync::Mutex<HashMap<(PeerId, ContextId), Serving>>,
     /// Snapshots being received, by context (one at a time per context).
     receiving: HashMap<ContextId, Receiving>,
+    /// Catch-up sessions whose last page made no progress (not pipelined further).
+    stalled: HashSet<(PeerId, ContextId)>,
     /// Per context, the delta count each peer last reported (see [`Network::sync_target`]).
     reported: HashMap<ContextId, HashMap<PeerId, u64>>,
     /// When a snapshot from a peer last failed (no new one from it for a while).
@@ -1125,6 +1129,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 for counts in self.reported.values_mut() {
                     counts.remove(&peer_id);
                 }
+                self.stalled.retain(|(p, _)| *p != peer_id);
                 for peers in self.namespace_in_sync.values_mut() {
                     peers.remove(&peer_id);
                 }
@@ -1742,6 +1747,15 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             self.catching_up.remove(&(peer, context_id));
             return;
         };
+        // Pipelined: the next page is asked for before this one is applied (with the heads
+        // from before it, which the peer's walk knows, so it serves the following slice), so
+        // the peer reads and sends it while this node applies. Not after a page that made no
+        // progress: a peer that sends nothing new gets one request per tick.
+        let key = (peer, context_id);
+        let prefetched = more && !deltas.is_empty() && !self.stalled.contains(&key);
+        if prefetched {
+            self.ask_deltas(peer, context_id);
+        }
         let mut applied = Vec::new();
         let mut progressed = false;
         let waiting: Vec<Option<(NamespaceId, ContextDagDeltaValue)>> =
@@ -1769,7 +1783,14 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         if !applied.is_empty() {
             self.emit(NetEvent::Applied { context_id, delta_ids: applied });
         }
-        if more && progressed {
+        if progressed {
+            self.stalled.remove(&key);
+        } else {
+            self.stalled.insert(key);
+        }
+        if prefetched {
+            // The next page is on its way; its answer continues or ends the session.
+        } else if more && progressed {
             self.ask_deltas(peer, context_id);
         } else {
             self.catching_up.remove(&(peer, context_id));
