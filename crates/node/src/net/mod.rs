@@ -683,9 +683,15 @@ fn build_swarm(keypair: identity::Keypair, config: &NetConfig) -> Result<Swarm<B
                 .validate_messages()
                 .max_transmit_size(MAX_FRAME)
                 .heartbeat_interval(Duration::from_millis(500))
-                // Identical payloads are the same message, whoever relays them.
+                // Identical payloads on one topic are the same message, whoever relays them; the
+                // same bytes on another topic are another message (a delta replayed on a
+                // namespace topic must be seen, and refused, there too).
                 .message_id_fn(|m: &gossipsub::Message| {
-                    gossipsub::MessageId::from(blake3::hash(&m.data).as_bytes().to_vec())
+                    let mut hasher = blake3::Hasher::new();
+                    hasher.update(m.topic.as_str().as_bytes());
+                    hasher.update(&[0]);
+                    hasher.update(&m.data);
+                    gossipsub::MessageId::from(hasher.finalize().as_bytes().to_vec())
                 })
                 .build()
                 .map_err(|e| e.to_string())?;
