@@ -194,7 +194,7 @@ pub struct ContextEngine<B: Backend> {
 /// a node the store no longer holds. Top levels, read by every update, enter first.
 struct TrieCache {
     /// Per context, path → branch node (two levels, so a lookup borrows the path).
-    nodes: HashMap<ContextId, HashMap<Vec<u8>, TrieNode>>,
+    nodes: FastMap<ContextId, FastMap<Vec<u8>, TrieNode>>,
     bytes: usize,
     capacity: usize,
 }
@@ -227,6 +227,21 @@ impl TrieCache {
             if self.bytes + cost <= self.capacity {
                 self.bytes += cost;
                 nodes.insert(path.to_vec(), node.clone());
+            }
+        }
+    }
+
+    /// [`TrieCache::set`] taking the path and node by value (no copies).
+    fn set_owned(&mut self, context_id: &ContextId, path: Vec<u8>, node: Option<TrieNode>) {
+        let nodes = self.nodes.entry(*context_id).or_default();
+        if let Some(old) = nodes.remove(&path) {
+            self.bytes -= Self::cost(&path, &old);
+        }
+        if let Some(node @ TrieNode::Branch(_)) = node {
+            let cost = Self::cost(&path, &node);
+            if self.bytes + cost <= self.capacity {
+                self.bytes += cost;
+                nodes.insert(path, node);
             }
         }
     }
@@ -341,6 +356,10 @@ impl<B: Backend> DagStore for ContextDag<'_, B> {
     }
 }
 
+/// The engine's hash maps: foldhash (seeded per process) instead of SipHash, which showed
+/// as several per cent of the apply path. Keys are trie paths and application keys.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave a half-written batch behind (batches are
     // atomic), so the guarded data is still consistent.
@@ -351,7 +370,7 @@ impl<B: Backend> ContextEngine<B> {
     /// An engine over `store` (a `Store`, or an `Arc` of one shared with governance).
     pub fn new(store: impl Into<Arc<Store<B, Column>>>, config: EngineConfig) -> Self {
         let store = store.into();
-        let trie_cache = TrieCache { nodes: HashMap::new(), bytes: 0, capacity: config.trie_cache_bytes };
+        let trie_cache = TrieCache { nodes: FastMap::default(), bytes: 0, capacity: config.trie_cache_bytes };
         ContextEngine {
             store,
             config,
@@ -661,9 +680,9 @@ impl<B: Backend> ContextEngine<B> {
             batch: self.store.batch(),
             meta,
             status,
-            trie: HashMap::new(),
-            versions: HashMap::new(),
-            dag_nodes: HashMap::new(),
+            trie: FastMap::default(),
+            versions: FastMap::default(),
+            dag_nodes: FastMap::default(),
             applied: 0,
         })
     }
@@ -700,29 +719,28 @@ impl<B: Backend> ContextEngine<B> {
         if applied == 0 {
             return Ok(());
         }
-        self.write_with_trie(context_id, batch, &trie, &meta, &status)
+        self.write_with_trie(context_id, batch, trie, &meta, &status)
     }
 
     /// Writes `batch` with the trie node writes and the context's rows (ContextMeta,
     /// ContextStatus), then brings the trie cache up to date (only once the write succeeded).
-    fn write_with_trie<'w, W>(
+    fn write_with_trie(
         &self,
         context_id: &ContextId,
         mut batch: WriteBatch<'_, B, Column>,
-        trie: W,
+        trie: impl IntoIterator<Item = (Vec<u8>, Option<TrieNode>)>,
         meta: &ContextMetaValue,
         status: &ContextStatusValue,
-    ) -> Result<(), EngineError>
-    where
-        W: IntoIterator<Item = (&'w Vec<u8>, &'w Option<TrieNode>)> + Copy,
-    {
-        stage_trie(context_id, trie, &mut batch);
+    ) -> Result<(), EngineError> {
+        let trie: Vec<(Vec<u8>, Option<TrieNode>)> = trie.into_iter().collect();
+        stage_trie(context_id, trie.iter().map(|(p, n)| (p, n)), &mut batch);
         batch.put(&ContextMeta { context_id: *context_id }, meta);
         batch.put(&ContextStatus { context_id: *context_id }, status);
         self.store.write(batch)?;
+        // The nodes move into the cache (no copies) once the batch holding them is written.
         let mut cache = lock(&self.trie_cache);
         for (path, node) in trie {
-            cache.set(context_id, path, node.as_ref());
+            cache.set_owned(context_id, path, node);
         }
         Ok(())
     }
@@ -917,7 +935,8 @@ impl<B: Backend> ContextEngine<B> {
         let mut distinct: Vec<&[u8]> = delta.actions.iter().map(Action::key).collect();
         distinct.sort_unstable();
         distinct.dedup();
-        let mut versions: HashMap<&[u8], Option<KeyVersion>> = HashMap::with_capacity(distinct.len());
+        let mut versions: FastMap<&[u8], Option<KeyVersion>> =
+            FastMap::with_capacity_and_hasher(distinct.len(), Default::default());
         let mut unread = Vec::new();
         for key in distinct {
             match run.versions.get(key) {
@@ -979,11 +998,11 @@ struct Run<'s, B: Backend> {
     meta: ContextMetaValue,
     status: ContextStatusValue,
     /// Trie nodes changed by the run (`None`: removed), written once at commit.
-    trie: HashMap<Vec<u8>, Option<TrieNode>>,
+    trie: FastMap<Vec<u8>, Option<TrieNode>>,
     /// Versions of keys the run wrote.
-    versions: HashMap<Vec<u8>, KeyVersion>,
+    versions: FastMap<Vec<u8>, KeyVersion>,
     /// Deltas the run applied.
-    dag_nodes: HashMap<DeltaId, DagNodeValue>,
+    dag_nodes: FastMap<DeltaId, DagNodeValue>,
     /// How many deltas the run applied.
     applied: usize,
 }
@@ -1045,7 +1064,7 @@ impl<B: Backend> DagStore for RunDag<'_, '_, B> {
 
 /// A trie read through a run's uncommitted node changes.
 struct OverlayTrie<'a, T> {
-    overlay: &'a HashMap<Vec<u8>, Option<TrieNode>>,
+    overlay: &'a FastMap<Vec<u8>, Option<TrieNode>>,
     below: T,
 }
 

@@ -807,7 +807,7 @@ impl<B: Backend> ContextEngine<B> {
         }
         let update = merkle::update(&self.cached_trie(context_id), changes)?;
         meta.root_hash = update.root;
-        self.write_with_trie(context_id, batch, &update.writes, &meta, &status)?;
+        self.write_with_trie(context_id, batch, update.writes, &meta, &status)?;
         outcome.root = update.root;
         Ok(outcome)
     }
@@ -847,7 +847,7 @@ impl<B: Backend> ContextEngine<B> {
         }
         let update = merkle::update(&trie, changes)?;
         meta.root_hash = update.root;
-        self.write_with_trie(context_id, self.store.batch(), &update.writes, &meta, &status)?;
+        self.write_with_trie(context_id, self.store.batch(), update.writes, &meta, &status)?;
         Ok(update.root)
     }
 }
