@@ -605,7 +605,9 @@ async fn subscribe_context<B: Backend>(
 
 /// `subscribe_sync {}`: notifications `sync_event` of sync progress on every context: deltas
 /// received from peers (`delta_applied`), peers in sync (`in_sync`) or diverged (`diverged`),
-/// refused deltas (`rejected`), and `lagged`.
+/// repairs (`repaired`), snapshots of a fresh join (`snapshot`, with `stage` `receiving`,
+/// `installed` or `failed`, entries and keys, deltas and bytes so far), refused deltas
+/// (`rejected`), and `lagged`.
 async fn subscribe_sync<B: Backend>(params: Option<String>, pending: PendingSubscriptionSink, shared: Arc<Shared<B>>) {
     let setup = |_: &NodeService<B>| -> Result<Option<ContextId>> {
         let params = jsonrpsee::types::Params::new(params.as_deref());
