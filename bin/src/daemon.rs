@@ -10,7 +10,7 @@ use weft_node::rpc::{self, RpcOptions};
 use weft_node::service::{peer_id_of, NodeService, ServiceError};
 use weft_node::stats::BackendStats;
 use weft_primitives::ContextId;
-use weft_store::schema::{Column, ContextIdentity, GroupKeyEntry, NamespaceIdentity};
+use weft_store::schema::{Column, ContextIdentity, GroupKeyEntry, GroupSigningKey, NamespaceIdentity};
 use weft_store::{Prefix, Read, RocksBackend, Store, StoreError};
 
 use crate::home::{write_secret, Home, HomeError, InitOptions};
@@ -229,7 +229,8 @@ pub fn backup(home: &Home, dest: &Path, include_secrets: bool) -> Result<(), Dae
 }
 
 /// Deletes the node's private keys from a store copy — its identities in namespaces (0x37)
-/// and contexts (the Identity column), and the group keys it was sent (0x3A; with the
+/// and contexts (the Identity column), the group signing keys it created (0x25; an admin
+/// restored without them registers a new one on its next invitation), and the group keys it was sent (0x3A; with the
 /// identities restored they are opened again from the op log) — and compacts those columns so the bytes are gone from
 /// the copy's files, not just hidden by tombstones.
 fn scrub_secrets(data: &Path, rocks: &weft_store::RocksConfig) -> Result<(), DaemonError> {
@@ -239,7 +240,11 @@ fn scrub_secrets(data: &Path, rocks: &weft_store::RocksConfig) -> Result<(), Dae
     let namespaces = store.scan(Prefix::<NamespaceIdentity>::family()).collect_all().map_err(store_err)?;
     let contexts = store.scan(Prefix::<ContextIdentity>::family()).collect_all().map_err(store_err)?;
     let group_keys = store.scan(Prefix::<GroupKeyEntry>::family()).collect_all().map_err(store_err)?;
+    let signing_keys = store.scan(Prefix::<GroupSigningKey>::family()).collect_all().map_err(store_err)?;
     let mut batch = store.batch();
+    for (key, _) in &signing_keys {
+        batch.delete(key);
+    }
     for (key, _) in &group_keys {
         batch.delete(key);
     }

@@ -1,6 +1,7 @@
 //! An invitation is checked before it is used: a malformed one, one for another node, an
-//! expired one, one the inviter's governance never issued and one whose inviter cannot be
-//! reached each get their own typed error, and none of them leaves a context behind. The
+//! expired one, one the inviter's governance never issued, one signed by a key that is not a
+//! signing key of the group and one whose inviter cannot be reached each get their own typed
+//! error, and none of them leaves a context behind. The
 //! valid invitation then works.
 #![allow(clippy::unwrap_used)]
 
@@ -12,7 +13,7 @@ use std::time::Duration;
 use common::{init, init_with, Node};
 use serde_json::{json, Value};
 use weft_node::service::{Invitation, InvitationBody};
-use weft_primitives::{ApplicationMeta, ContextId, GroupId, PublicKey, Role};
+use weft_primitives::{ApplicationMeta, ContextId, GroupId, KeyId, PublicKey, Role};
 use weft_primitives::{NamespaceId, SecretKey};
 
 /// Shortens how long `context_join` waits for governance, so the unknown case is quick.
@@ -38,6 +39,8 @@ fn forged(invitee: &Value, addrs: Vec<String>) -> String {
         member_op: None,
         issued_at_ms: weft_primitives::wall_clock_ms(),
         expires_at_ms: weft_primitives::wall_clock_ms() + 600_000,
+        signing_key_id: KeyId::default(),
+        signing_key: PublicKey::default(),
     };
     Invitation::sign(body, &SecretKey::generate()).encode()
 }
@@ -91,6 +94,12 @@ fn bad_invitations_get_typed_errors_and_leave_nothing_behind() {
     // Well formed and signed, but no namespace makes b a member: unknown, after the timeout.
     let unknown = forged(&b_identity, vec![a_p2p.clone()]);
     assert_error(&b.err("context_join", json!({ "invitation": unknown })), -32001, "unknown_invitation");
+
+    // The real invitation's body, re-signed by a key the group never registered: b is made a
+    // member by governance, but the key is not the group's — forbidden, nothing created.
+    let resigned = Invitation::decode(&valid).unwrap();
+    let resigned = Invitation::sign(resigned.body, &SecretKey::generate()).encode();
+    assert_error(&b.err("context_join", json!({ "invitation": resigned })), -32003, "unregistered_signing_key");
 
     // Its inviter cannot be reached (and c has no peer): not ready, unreachable.
     let unreachable = forged(&c_identity, vec!["/ip4/127.0.0.1/tcp/1".into()]);

@@ -102,6 +102,15 @@ async fn remote_deltas_and_divergences_reach_the_service_event_stream() {
         other => panic!("{other:?}"),
     }
     converged(&a, &b, ctx).await;
+    // b's join is a governance fact a sees too (0x32): the creator and b joined.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !a.governance().context_members_joined(&ctx).unwrap().contains(&b_identity) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("a saw b join the context");
+    assert_eq!(a.governance().context_members_joined(&ctx).unwrap().len(), 2);
 
     // b signs a valid delta (on the common heads, citing governance) claiming a root no one
     // computes, applies it and publishes it: a applies it on its parents and reports the

@@ -139,6 +139,9 @@ fn state_round_trips_through_rpc_and_cli_with_one_root() {
     assert!(listed.iter().any(|c| c["context_id"] == with_app["context_id"] && c["application_id"] == json!(app)));
     assert!(listed.iter().any(|c| c["context_id"] == json!(ctx) && c["application_id"].is_null()));
 
+    // An invitation makes this node (the group's admin) create a group signing key (0x25).
+    node.ok("context_invite", json!({ "context_id": ctx, "invitee": info["identity"] }));
+
     // Metrics count what happened.
     let (status, metrics) = common::http(node.addr, "GET", "/metrics", Some(&node.token), "").unwrap();
     assert_eq!(status, 200);
@@ -167,6 +170,7 @@ fn state_round_trips_through_rpc_and_cli_with_one_root() {
     let refused = keyless.err("state_put", json!({ "context_id": ctx, "key": "k", "value": "v" }));
     assert_eq!(refused["code"], -32002, "{refused}");
     keyless.stop();
+    assert_eq!(signing_keys_in(&plain.join("data")), 0, "the signing key is a secret");
     let full = dir.path().join("backup-full");
     stdout_ok(
         &Command::new(WEFTD).args(["backup", "--include-secrets", "--home"]).arg(&home).arg(&full).output().unwrap(),
@@ -175,6 +179,16 @@ fn state_round_trips_through_rpc_and_cli_with_one_root() {
     assert_eq!(restored.ok("context_status", json!({ "context_id": ctx }))["root_hash"], after["root_hash"]);
     assert_eq!(restored.ok("node_info", json!({}))["identity"], info["identity"]);
     restored.stop();
+    assert_eq!(signing_keys_in(&full.join("data")), 1);
+}
+
+/// How many group signing keys (0x25) a stopped node's store holds.
+fn signing_keys_in(data: &std::path::Path) -> usize {
+    use weft_store::schema::{Column, GroupSigningKey};
+    use weft_store::Read as _;
+    let backend = weft_store::RocksBackend::open::<Column>(data, &weft_store::RocksConfig::default()).unwrap();
+    let store: weft_store::Store<_, Column> = weft_store::Store::open(backend).unwrap();
+    store.scan(weft_store::Prefix::<GroupSigningKey>::family()).collect_all().unwrap().len()
 }
 
 #[test]

@@ -40,10 +40,12 @@ fn signer() -> impl Strategy<Value = usize> {
     prop_oneof![2 => Just(0usize), 1 => 1..SIGNERS]
 }
 
-/// Op kinds, weighted towards membership changes (11: a key rotation of the root group).
+/// Op kinds, weighted towards membership changes (11: a key rotation of the root group;
+/// 12: a signing key registered; 13: the signer joins a context).
 fn kind() -> impl Strategy<Value = u8> {
     prop_oneof![7 => Just(0u8), 2 => Just(2u8), 1 => Just(3u8), 3 => Just(4u8), 2 => Just(5u8), 1 => Just(6u8),
-        2 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => Just(10u8), 3 => Just(11u8)]
+        2 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => Just(10u8), 3 => Just(11u8), 2 => Just(12u8),
+        2 => Just(13u8)]
 }
 
 fn role(r: u8) -> Role {
@@ -66,6 +68,12 @@ fn body(kind: u8, target: &SecretKey, r: u8) -> OpBody {
         7 => OpBody::ContextRegistered { context_id: ctx },
         8 => OpBody::ContextCapabilitiesSet { context_id: ctx, identity, capabilities: ContextCapabilities::NONE },
         9 => OpBody::AliasSet { target: AliasTarget::Member(identity), alias: format!("m{r}") },
+        // Few distinct keys, so that two admins may race to register the same one.
+        12 => {
+            let public_key = key(0x50 + (identity.as_bytes()[0] % 2) + r).public_key();
+            OpBody::SigningKeySet { key_id: weft_primitives::signing_key_id(&public_key), public_key }
+        }
+        13 => OpBody::ContextJoined { context_id: ctx },
         // A subgroup of the root; the caller fills in parent, admin and id.
         _ => OpBody::GroupCreated {
             parent: None,

@@ -11,11 +11,11 @@
 //!
 //! [`OpBody`] Borsh-encodes with explicit tags, grouped by concern, so later
 //! kinds of op take a reserved tag without moving the others: `0x00–0x0F`
-//! groups, `0x10–0x1F` members, `0x20–0x2F` contexts, `0x30–0x3F` application
-//! and upgrades (`0x31–0x3F` reserved for per-context migration progress),
+//! groups, `0x10–0x1F` members, `0x20–0x2F` contexts (`0x23` a member joined a
+//! context), `0x30–0x3F` application and upgrades (`0x31–0x3F` reserved),
 //! `0x40–0x4F` metadata, `0x50–0x5F` group keys (`0x50` key rotated; the rest
-//! reserved, e.g. for delivering an existing key), `0x60–0x6F` reserved for
-//! signing keys and invitations.
+//! reserved, e.g. for delivering an existing key), `0x60–0x6F` signing keys and
+//! invitations (`0x60` signing key set; the rest reserved).
 //! A node that meets a tag it does not know fails to decode the op; since every
 //! node of one version decodes the same set, the verdict is still the same on
 //! all of them.
@@ -177,6 +177,12 @@ pub enum OpBody {
         /// Its capabilities in that context.
         capabilities: ContextCapabilities,
     } = 0x22,
+    /// The signer (a member) joined a context of the group: it holds a replica and
+    /// takes part in it. The member that registers a context has joined it.
+    ContextJoined {
+        /// The context.
+        context_id: ContextId,
+    } = 0x23,
     /// Changes the application the group's contexts should run (an upgrade).
     TargetApplicationSet {
         /// The new target application.
@@ -201,6 +207,25 @@ pub enum OpBody {
         /// One envelope per member, sorted by recipient.
         envelopes: Vec<KeyEnvelope>,
     } = 0x50,
+    /// Registers a group signing key (an admin's op): invitations to the group's
+    /// contexts are signed with it, and a joiner accepts an invitation only if its
+    /// key is registered for the group ([`signing_key_id`] of the public key; the
+    /// secret stays on the admin's node). The key is valid while its registering
+    /// admin is an admin of the group.
+    SigningKeySet {
+        /// [`signing_key_id`] of `public_key`.
+        key_id: KeyId,
+        /// The key's Ed25519 public key.
+        public_key: PublicKey,
+    } = 0x60,
+}
+
+/// Domain of a group signing key's id.
+pub const SIGNING_KEY_ID_DOMAIN: &str = "weft signing key id v1";
+
+/// The id of a group signing key: `derive("weft signing key id v1", public_key)`.
+pub fn signing_key_id(public_key: &PublicKey) -> KeyId {
+    KeyId(*Hash::derive(SIGNING_KEY_ID_DOMAIN, public_key.as_bytes()).as_bytes())
 }
 
 /// The signed content of an op: everything its id hashes.

@@ -210,11 +210,21 @@ pub struct GroupDefaultCapsValue {
     pub capabilities: u32,
 }
 
-/// The last migration applied to a context (prefix 0x2B).
+/// The last migration applied to a context of a group on this node (prefix 0x2B):
+/// the context moved (or failed to move) from one application to the group's
+/// target application.
 #[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
 pub struct GroupContextLastMigrationValue {
-    /// WASM method name used for the migration.
-    pub method: String,
+    /// The application the context ran before.
+    pub from_application: ApplicationId,
+    /// The application it was moved to (the group's target).
+    pub to_application: ApplicationId,
+    /// The migration method the upgrade named, if any.
+    pub method: Option<String>,
+    /// When this node recorded it, ms since the Unix epoch.
+    pub migrated_at_ms: u64,
+    /// Why the move failed (`None`: the context runs `to_application`).
+    pub error: Option<String>,
 }
 
 /// Head of a group's operation log (prefix 0x31).

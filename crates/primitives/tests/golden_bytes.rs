@@ -432,12 +432,25 @@ fn group_default_caps_value() {
 
 #[test]
 fn group_context_last_migration_value() {
-    let value = GroupContextLastMigrationValue { method: "migrate_v2".into() };
+    let value = GroupContextLastMigrationValue {
+        from_application: ApplicationId([0xa1; 32]),
+        to_application: ApplicationId([0xa2; 32]),
+        method: Some("migrate_v2".into()),
+        migrated_at_ms: 1_700_000_000_000,
+        error: Some("x".into()),
+    };
     check(
         &value,
         concat!(
-            "0a000000",             // method len 10
-            "6d6967726174655f7632", // method 'migrate_v2'
+            "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1", // from_application
+            "a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2", // to_application
+            "01",                                                               // method: Some
+            "0a000000",                                                         // method len 10
+            "6d6967726174655f7632",                                             // method 'migrate_v2'
+            "0068e5cf8b010000",                                                 // migrated_at_ms
+            "01",                                                               // error: Some
+            "01000000",                                                         // error len 1
+            "78",                                                               // error 'x'
         ),
     );
 }
@@ -609,6 +622,20 @@ fn op_body() {
         &OpBody::AliasSet { target: AliasTarget::Context(ctx), alias: "ops".into() },
         &["40", "02", C0, "03000000", "6f7073"].concat(),
     );
+    check(&OpBody::ContextJoined { context_id: ctx }, &["23", C0].concat());
+    check(
+        &OpBody::SigningKeySet { key_id: KeyId([0x5c; 32]), public_key: id },
+        &["60", "5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c", AB].concat(),
+    );
+}
+
+#[test]
+fn signing_key_id_is_domain_separated_blake3() {
+    let key = PublicKey([0xab; 32]);
+    let expected = *Hash::derive("weft signing key id v1", key.as_bytes()).as_bytes();
+    assert_eq!(signing_key_id(&key), KeyId(expected));
+    assert_ne!(signing_key_id(&key), signing_key_id(&PublicKey([0xac; 32])));
+    assert_ne!(expected, *blake3::hash(key.as_bytes()).as_bytes());
 }
 
 fn key_envelope() -> KeyEnvelope {

@@ -385,6 +385,16 @@ impl<B: Backend> ContextEngine<B> {
         &self.store
     }
 
+    /// Runs `f` while no delta is being applied: a run reads a context's `ContextMeta` when it
+    /// begins and writes it back whole when it commits, both under the apply lock, so a
+    /// change to the row made inside `f` (for instance moving the context to another
+    /// application) cannot be overwritten by a run that read the row before it. `f` must not
+    /// call back into the engine's apply path (it would wait for itself).
+    pub fn exclusive<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _guard = lock(&self.apply_lock);
+        f()
+    }
+
     /// The store underneath, to share (one RocksDB for the engine and governance).
     pub fn shared_store(&self) -> &Arc<Store<B, Column>> {
         &self.store

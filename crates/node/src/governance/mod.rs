@@ -36,11 +36,58 @@
 //! The network seals every message carrying a keyed group's context state under
 //! the group's current key (see [`crate::net::protocol`]).
 //!
+//! ## Group signing keys (0x25)
+//!
+//! Invitations are signed with a group signing key, not a member's own key. An
+//! admin's node creates one ([`Governance::create_signing_key`]): the secret stays
+//! on that node (0x25, node-local, left out of `weftd backup` without
+//! `--include-secrets`) and a `SigningKeySet { key_id, public_key }` op registers
+//! the public key (admin-only; `key_id` must be `signing_key_id(public_key)`; a
+//! key is registered once). Whether a key counts is a fold result
+//! ([`GroupState::signing_key`]): registered, and its registering admin still an
+//! admin — so demoting or removing an admin voids the invitations it signed. A
+//! joiner checks the invitation's signature under the key it carries before
+//! touching the network, and, once it holds the namespace's ops, that the key
+//! counts for the group (see `crate::service::invitation`).
+//!
+//! ## Member–context joins (0x32)
+//!
+//! Who joined which context is a governance fact, visible to every member: a
+//! member that joins a context signs `ContextJoined { context_id }` (once; the
+//! member must be a member and the context registered in the op's group), and
+//! registering a context joins its registrar. Leaving or being removed from the
+//! group, or the context being detached, forgets the join. The fold keeps
+//! [`GroupState::joined`], materialized at 0x32; read it with
+//! [`Governance::context_members_joined`] and [`Governance::contexts_joined`].
+//! `context_join` signs the op after the join succeeded.
+//!
+//! ## Upgrades and per-context migrations (0x24, 0x2B)
+//!
+//! `TargetApplicationSet` changes the group's target application; the fold
+//! records the upgrade ([`GroupState::upgrade`], the same on every node). Moving
+//! contexts is each node's own work on its own replicas, so progress is
+//! node-local: [`Governance::apply_upgrade`] (called by the service when it
+//! signs or receives a `TargetApplicationSet` or `ContextRegistered` op) switches
+//! the `ContextMeta` of each of the group's contexts this node holds to the
+//! target application if it is installed here — a context *has moved* when its
+//! `ContextMeta` names the target — and writes, in the same batch (conditional on
+//! the `ContextMeta` it read), the context's migration record (0x2B: from, to,
+//! method, when, error) and the new progress (0x24). Without the application the
+//! record says why and the context is counted `failed` (it keeps running its
+//! application; calling `apply_upgrade` again after installing it moves it).
+//! The 0x24 status counts the group's contexts this node holds (`total`), those
+//! running the target (`completed`) and those that failed; when they add up it
+//! is `Completed { completed_at }`, and stays so. The op itself is the admin's
+//! request to migrate, so contexts move on it under both the `Automatic` and the
+//! `Manual` policy (a `Frozen` group refuses the op). The migration method is
+//! recorded but not run: weft has no application runtime yet.
+//!
 //! Not built yet here: encrypting governance op payloads and keeping
 //! undecryptable ops as opaque skeletons (ops travel signed but in the clear),
 //! delivering an existing key to a member added later without a rotation (tags
-//! `0x51–0x5F` are reserved), per-context migration progress (0x2B) and
-//! member–context join tracking (0x32).
+//! `0x51–0x5F` are reserved), running migration methods, and moving contexts at
+//! startup for upgrades that arrived while the node was down (the next
+//! `TargetApplicationSet` or `ContextRegistered` in the group triggers it).
 
 pub mod authorize;
 pub mod fold;

@@ -27,6 +27,15 @@
 //!   member removed concurrently is overruled), while a member added concurrently
 //!   may be missing (it gets a key at the next rotation). See
 //!   [`super::keys`] for the whole lifecycle.
+//! - **Signing keys.** Only an admin registers a group signing key
+//!   (`SigningKeySet`), under the id [`weft_primitives::signing_key_id`] of its
+//!   public key, which must be a valid Ed25519 key not registered before. A
+//!   registered key counts ([`GroupState::signing_key`]) while the admin that
+//!   registered it is still an admin of the group.
+//! - **Context joins.** A member records that it joined a registered context
+//!   (`ContextJoined`, once per member and context); registering a context joins
+//!   its registrar. Leaving or being removed from the group, or the context being
+//!   detached, forgets the join.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -150,6 +159,21 @@ pub enum Rejection {
         /// Recipients that are not members.
         unexpected: Vec<PublicKey>,
     },
+    /// A signing key's id must be `signing_key_id` of its public key, which must be
+    /// a valid Ed25519 key.
+    #[error("signing key {0} does not match its public key, or the key is not valid")]
+    BadSigningKey(KeyId),
+    /// The signing key is registered in this group already.
+    #[error("signing key {0} is already registered in this group")]
+    SigningKeyExists(KeyId),
+    /// The member has joined this context already.
+    #[error("{identity} has already joined context {context_id}")]
+    AlreadyJoined {
+        /// The context.
+        context_id: ContextId,
+        /// The member.
+        identity: PublicKey,
+    },
     /// An op kind this node does not know how to judge.
     #[error("unsupported op kind")]
     Unsupported,
@@ -205,6 +229,11 @@ pub struct GroupState {
     pub key_holders: BTreeSet<PublicKey>,
     /// Every key id the group has rotated to (none may be reused).
     pub key_ids: BTreeSet<KeyId>,
+    /// Registered signing keys: id → (public key, the admin that registered it).
+    /// See [`GroupState::signing_key`] for which count.
+    pub signing_keys: BTreeMap<KeyId, (PublicKey, PublicKey)>,
+    /// Which members joined which of the group's contexts (0x32), by (context, member).
+    pub joined: BTreeSet<(ContextId, PublicKey)>,
 }
 
 impl GroupState {
@@ -227,7 +256,25 @@ impl GroupState {
             key_id: None,
             key_holders: BTreeSet::new(),
             key_ids: BTreeSet::new(),
+            signing_keys: BTreeMap::new(),
+            joined: BTreeSet::new(),
         }
+    }
+
+    /// A registered signing key's public key, if the key counts: its registering
+    /// admin is still an admin of the group.
+    pub fn signing_key(&self, key_id: &KeyId) -> Option<PublicKey> {
+        let (public_key, by) = self.signing_keys.get(key_id)?;
+        (self.role(by) == Some(Role::Admin)).then_some(*public_key)
+    }
+
+    /// The members that joined `context_id`, in identity order.
+    pub fn joined_members(&self, context_id: &ContextId) -> Vec<PublicKey> {
+        self.joined
+            .range((*context_id, PublicKey::from_bytes([0; 32]))..)
+            .take_while(|(c, _)| c == context_id)
+            .map(|(_, m)| *m)
+            .collect()
     }
 
     /// The members that must receive a new key: those that [`can_receive_keys`].
@@ -323,6 +370,7 @@ impl GroupState {
         self.capabilities.remove(identity);
         self.member_aliases.remove(identity);
         self.context_capabilities.retain(|(_, member), _| member != identity);
+        self.joined.retain(|(_, member)| member != identity);
     }
 }
 
@@ -539,6 +587,24 @@ fn judge_in_group(
                 }
             }
         }
+        OpBody::ContextJoined { context_id } => {
+            g.member(signer)?;
+            registered(g, context_id)?;
+            if g.joined.contains(&(*context_id, *signer)) {
+                return Err(Rejection::AlreadyJoined { context_id: *context_id, identity: *signer });
+            }
+            Ok(())
+        }
+        OpBody::SigningKeySet { key_id, public_key } => {
+            g.require_admin(signer)?;
+            if *key_id != weft_primitives::signing_key_id(public_key) || !can_receive_keys(public_key) {
+                return Err(Rejection::BadSigningKey(*key_id));
+            }
+            if g.signing_keys.contains_key(key_id) {
+                return Err(Rejection::SigningKeyExists(*key_id));
+            }
+            Ok(())
+        }
         OpBody::KeyRotated { key_id, envelopes } => {
             g.require_admin(signer)?;
             if g.key_ids.contains(key_id) {
@@ -646,9 +712,17 @@ fn apply_in_group(g: &mut GroupState, op: &SignedOp, body: &OpBody) {
         OpBody::DefaultCapabilitiesSet { capabilities } => g.default_capabilities = *capabilities,
         OpBody::ContextRegistered { context_id } => {
             g.contexts.insert(*context_id);
+            g.joined.insert((*context_id, c.signer));
+        }
+        OpBody::ContextJoined { context_id } => {
+            g.joined.insert((*context_id, c.signer));
+        }
+        OpBody::SigningKeySet { key_id, public_key } => {
+            g.signing_keys.insert(*key_id, (*public_key, c.signer));
         }
         OpBody::ContextDetached { context_id } => {
             g.contexts.remove(context_id);
+            g.joined.retain(|(ctx, _)| ctx != context_id);
             g.context_aliases.remove(context_id);
             g.context_capabilities.retain(|(ctx, _), _| ctx != context_id);
         }

@@ -9,7 +9,10 @@
 //! | 0x30 GroupOpLog (group ‖ seq BE) | the ops acting on one group, in the order this node logged them (Borsh of the op) |
 //! | 0x31 GroupOpHead (group) | the last seq of that group's log, and its heads: its ops no later op of the group descends from |
 //! | 0x37 NamespaceIdentity (namespace) | this node's keypair in a namespace it created |
-//! | 0x20–0x2F, 0x33, 0x35, 0x36 | the materialized fold: meta, members, contexts, upgrade, capabilities, nonces, aliases, subgroups |
+//! | 0x20–0x23, 0x26–0x2F, 0x32, 0x33, 0x35, 0x36 | the materialized fold: meta, members, contexts, capabilities, nonces, aliases, member–context joins, subgroups |
+//! | 0x24 GroupUpgradeKey (group) | the group's latest upgrade, its status this node's progress (see [`Governance::apply_upgrade`]) |
+//! | 0x25 GroupSigningKey (group ‖ key id) | signing keys this node created for a group (node-local secrets; the public halves are registered by `SigningKeySet` ops) |
+//! | 0x2B GroupContextLastMigration (group ‖ context) | the last migration of each of the group's contexts on this node (node-local) |
 //! | 0x3A GroupKeyEntry (group ‖ key id) | group keys delivered to this node (node-local secrets, raw bytes; see [`super::keys`]) |
 //!
 //! Each submit that logs ops writes, in **one atomic batch**, the new ops' rows,
@@ -29,14 +32,16 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use weft_dag::{Admission, Lacking, Limits};
 use weft_primitives::{
-    ApplicationId, Capabilities, ContextId, GovPosition, GroupDefaultCapsValue, GroupId, GroupMemberCapabilityValue,
-    GroupMetaValue, GroupOpHeadValue, GroupUpgradeValue, HybridClock, NamespaceGovHeadValue, NamespaceGovOpValue,
-    NamespaceId, NamespaceIdentityValue, OpBody, OpContent, OpId, PublicKey, Role, SecretKey, SignedOp, UpgradePolicy,
+    ApplicationId, ApplicationMeta, Capabilities, ContextId, GovPosition, GroupContextLastMigrationValue,
+    GroupDefaultCapsValue, GroupId, GroupMemberCapabilityValue, GroupMetaValue, GroupOpHeadValue, GroupSigningKeyValue,
+    GroupUpgradeStatus, GroupUpgradeValue, HybridClock, KeyId, NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId,
+    NamespaceIdentityValue, OpBody, OpContent, OpId, PublicKey, Role, SecretKey, SignedOp, UpgradePolicy,
 };
 use weft_store::schema::{
-    Column, ContextGroupRef, GroupAlias, GroupChildIndex, GroupContextAlias, GroupContextIndex, GroupContextMemberCap,
-    GroupDefaultCaps, GroupLocalGovNonce, GroupMember, GroupMemberAlias, GroupMemberCapability, GroupMeta, GroupOpHead,
-    GroupOpLog, GroupParentRef, GroupUpgradeKey, NamespaceGovHead, NamespaceGovOp, NamespaceIdentity,
+    Column, ContextGroupRef, ContextMeta, GroupAlias, GroupChildIndex, GroupContextAlias, GroupContextIndex,
+    GroupContextLastMigration, GroupContextMemberCap, GroupDefaultCaps, GroupLocalGovNonce, GroupMember,
+    GroupMemberAlias, GroupMemberCapability, GroupMemberContext, GroupMeta, GroupOpHead, GroupOpLog, GroupParentRef,
+    GroupSigningKey, GroupUpgradeKey, NamespaceGovHead, NamespaceGovOp, NamespaceIdentity,
 };
 use weft_store::{Backend, PrefixBy, Read, Store, StoreError, WriteBatch};
 
@@ -157,7 +162,12 @@ pub struct Governance<B: Backend> {
     config: GovernanceConfig,
     clock: Mutex<HybridClock>,
     namespaces: Mutex<HashMap<NamespaceId, Loaded>>,
+    /// Serializes [`Governance::apply_upgrade`] (its progress row is read, then written).
+    migrations: Mutex<()>,
 }
+
+/// Most times a context's move is retried when its metadata changed under it.
+const MIGRATION_RETRIES: usize = 16;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Batches are atomic and the cache is replaced only after a successful write,
@@ -171,7 +181,13 @@ const MAX_DEPTH: usize = 4096;
 impl<B: Backend> Governance<B> {
     /// Governance over `store`.
     pub fn new(store: Arc<Store<B, Column>>, config: GovernanceConfig) -> Self {
-        Governance { store, config, clock: Mutex::new(HybridClock::new()), namespaces: Mutex::new(HashMap::new()) }
+        Governance {
+            store,
+            config,
+            clock: Mutex::new(HybridClock::new()),
+            namespaces: Mutex::new(HashMap::new()),
+            migrations: Mutex::new(()),
+        }
     }
 
     /// The store underneath.
@@ -571,9 +587,25 @@ impl<B: Backend> Governance<B> {
             Some(p) => batch.put(&GroupParentRef { child_id: g }, p),
             None => batch.delete(&GroupParentRef { child_id: g }),
         });
-        single(o.upgrade.as_ref(), n.upgrade.as_ref(), |v| match v {
-            Some(u) => batch.put(&GroupUpgradeKey { group_id: g }, u),
-            None => batch.delete(&GroupUpgradeKey { group_id: g }),
+        if o.upgrade != n.upgrade {
+            // A new upgrade (or a re-fold that changed it): its status is this node's
+            // progress, from the contexts' metadata and migration records.
+            match n.upgrade.as_ref() {
+                Some(u) => {
+                    let contexts: Vec<ContextId> = n.contexts.keys().copied().collect();
+                    let target = n.meta.as_ref().map(|m| m.target_application_id).unwrap_or_default();
+                    let progressed = self.progress(g, u, target, &contexts, None)?;
+                    batch.put(&GroupUpgradeKey { group_id: g }, &progressed);
+                }
+                None => batch.delete(&GroupUpgradeKey { group_id: g }),
+            }
+        }
+        diff(&o.joined, &n.joined, |(identity, context_id), present| {
+            let key = GroupMemberContext { group_id: g, identity: *identity, context_id: *context_id };
+            match present {
+                Some(()) => batch.put(&key, identity),
+                None => batch.delete(&key),
+            }
         });
         single(o.defaults.as_ref(), n.defaults.as_ref(), |v| match v {
             Some(d) => batch.put(&GroupDefaultCaps { group_id: g }, d),
@@ -637,6 +669,228 @@ impl<B: Backend> Governance<B> {
             }
         }
         Ok(())
+    }
+
+    // ---- signing keys ----
+
+    /// Creates a signing key for a group (its secret kept on this node, 0x25) and
+    /// registers its public key with a `SigningKeySet` op signed by `admin` (who must
+    /// be an admin of the group). Returns the key's id and the op. On error nothing is
+    /// kept.
+    pub fn create_signing_key(&self, group_id: &GroupId, admin: &SecretKey) -> Result<(KeyId, OpId), GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        let secret = SecretKey::generate();
+        let public_key = secret.public_key();
+        let key_id = weft_primitives::signing_key_id(&public_key);
+        let row = GroupSigningKey { group_id: *group_id, key_id };
+        self.store.put(&row, &GroupSigningKeyValue { private_key: secret.to_bytes() })?;
+        match self.act(namespace_id, *group_id, admin, OpBody::SigningKeySet { key_id, public_key }) {
+            Ok(op) => Ok((key_id, op)),
+            Err(e) => {
+                self.store.delete(&row)?;
+                Err(e)
+            }
+        }
+    }
+
+    /// A signing key of the group this node holds the secret of and that counts in the
+    /// current fold (registered, its registering admin still an admin), if any.
+    pub fn signing_key(&self, group_id: &GroupId) -> Result<Option<(KeyId, SecretKey)>, GovernanceError> {
+        let rows = self.store.scan(GroupSigningKey::prefix(group_id)).collect_all()?;
+        for (key, value) in rows {
+            let secret = SecretKey::from_bytes(&value.private_key);
+            if self.registered_signing_key(group_id, &key.key_id)? == Some(secret.public_key()) {
+                return Ok(Some((key.key_id, secret)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The public key registered for a group under `key_id`, if it counts in the
+    /// current fold (see [`GroupState::signing_key`]).
+    pub fn registered_signing_key(
+        &self,
+        group_id: &GroupId,
+        key_id: &KeyId,
+    ) -> Result<Option<PublicKey>, GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        self.with_loaded(&namespace_id, |l| l.folded.state.group(group_id).and_then(|g| g.signing_key(key_id)))
+    }
+
+    // ---- member–context joins ----
+
+    /// The members that joined a context (0x32: `ContextJoined`, or registering it),
+    /// in identity order; empty for a context in no group.
+    pub fn context_members_joined(&self, context_id: &ContextId) -> Result<Vec<PublicKey>, GovernanceError> {
+        let Some(group_id) = self.group_of_context(context_id)? else { return Ok(Vec::new()) };
+        let namespace_id = self.namespace_of(&group_id)?;
+        self.with_loaded(&namespace_id, |l| {
+            l.folded.state.group(&group_id).map(|g| g.joined_members(context_id)).unwrap_or_default()
+        })
+    }
+
+    /// The contexts of a group a member joined (the 0x32 rows).
+    pub fn contexts_joined(&self, group_id: &GroupId, identity: &PublicKey) -> Result<Vec<ContextId>, GovernanceError> {
+        self.group_meta(group_id)?;
+        let rows = self.store.scan(GroupMemberContext::prefix((group_id, identity))).collect_all()?;
+        Ok(rows.into_iter().map(|(k, _)| k.context_id).collect())
+    }
+
+    /// Whether `identity` joined `context_id` in the current fold.
+    pub fn has_joined(&self, context_id: &ContextId, identity: &PublicKey) -> Result<bool, GovernanceError> {
+        Ok(self.context_members_joined(context_id)?.contains(identity))
+    }
+
+    // ---- upgrades ----
+
+    /// Moves this node's replicas of a group's contexts to the group's target
+    /// application, records each move (0x2B) and this node's progress (0x24).
+    ///
+    /// A context moves when its `ContextMeta` names the target application: for each
+    /// of the group's contexts this node holds that does not run it yet, `installed`
+    /// gives the target's metadata (`None`: not installed here) and the context's
+    /// metadata is switched to it in one batch with its migration record and the new
+    /// progress — or, without the application, a failed record is written and the
+    /// context keeps its application. Returns the records written.
+    pub fn apply_upgrade(
+        &self,
+        group_id: &GroupId,
+        installed: impl Fn(&ApplicationId) -> Option<ApplicationMeta>,
+    ) -> Result<Vec<(ContextId, GroupContextLastMigrationValue)>, GovernanceError> {
+        let _serial = lock(&self.migrations);
+        let namespace_id = self.namespace_of(group_id)?;
+        let Some((upgrade, target, contexts)) = self.with_loaded(&namespace_id, |l| {
+            l.folded.state.group(group_id).and_then(|g| {
+                let u = g.upgrade.clone()?;
+                Some((u, g.meta.target_application_id, g.contexts.iter().copied().collect::<Vec<_>>()))
+            })
+        })?
+        else {
+            return Ok(Vec::new());
+        };
+        let mut written = Vec::new();
+        for context_id in &contexts {
+            for attempt in 0.. {
+                let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { break };
+                if meta.application.application_id == target {
+                    break;
+                }
+                let last =
+                    self.store.get(&GroupContextLastMigration { group_id: *group_id, context_id: *context_id })?;
+                if last.as_ref().is_some_and(|r| r.to_application == target && r.error.is_some())
+                    && installed(&target).is_none()
+                {
+                    break; // failed before, and nothing changed since
+                }
+                let mut record = GroupContextLastMigrationValue {
+                    from_application: meta.application.application_id,
+                    to_application: target,
+                    method: upgrade.migration.clone(),
+                    migrated_at_ms: weft_primitives::wall_clock_ms(),
+                    error: None,
+                };
+                let mut batch = self.store.batch();
+                match installed(&target) {
+                    Some(application) => {
+                        let mut moved = meta.clone();
+                        moved.application = application;
+                        batch.require_value(&ContextMeta { context_id: *context_id }, &meta);
+                        batch.put(&ContextMeta { context_id: *context_id }, &moved);
+                    }
+                    None => {
+                        record.error = Some(format!("application {target} is not installed on this node"));
+                    }
+                }
+                let key = GroupContextLastMigration { group_id: *group_id, context_id: *context_id };
+                batch.put(&key, &record);
+                let progressed = self.progress(*group_id, &upgrade, target, &contexts, Some((*context_id, &record)))?;
+                batch.put(&GroupUpgradeKey { group_id: *group_id }, &progressed);
+                match self.store.write(batch) {
+                    Ok(()) => {
+                        // The engine rewrites ContextMeta whole when it commits a run; the
+                        // service calls this under `ContextEngine::exclusive`, so no run is
+                        // under way. Called without it, a run that read the old row could
+                        // undo the move: check, and do it again.
+                        let now = self.store.get(&ContextMeta { context_id: *context_id })?;
+                        let undone =
+                            record.error.is_none() && now.is_some_and(|m| m.application.application_id != target);
+                        if undone && attempt < MIGRATION_RETRIES {
+                            continue;
+                        }
+                        written.push((*context_id, record));
+                        break;
+                    }
+                    // The engine changed the context's metadata meanwhile: read it again.
+                    Err(StoreError::Conflict { .. }) if attempt < MIGRATION_RETRIES => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let progressed = self.progress(*group_id, &upgrade, target, &contexts, None)?;
+        if self.store.get(&GroupUpgradeKey { group_id: *group_id })?.as_ref() != Some(&progressed) {
+            self.store.put(&GroupUpgradeKey { group_id: *group_id }, &progressed)?;
+        }
+        Ok(written)
+    }
+
+    /// The last migration recorded for a context of a group on this node.
+    pub fn last_migration(
+        &self,
+        group_id: &GroupId,
+        context_id: &ContextId,
+    ) -> Result<Option<GroupContextLastMigrationValue>, GovernanceError> {
+        Ok(self.store.get(&GroupContextLastMigration { group_id: *group_id, context_id: *context_id })?)
+    }
+
+    /// `upgrade` with its status as this node's progress: of the group's `contexts`
+    /// this node holds (`total`), those running `target` (`completed`) and those whose
+    /// last migration to `target` failed (`failed`) — `pending` counting as written.
+    /// When they add up to `total`, the upgrade is Completed at the latest record's
+    /// time (or when it was initiated, if no context had to move). An upgrade already
+    /// recorded Completed here stays so.
+    fn progress(
+        &self,
+        group_id: GroupId,
+        upgrade: &GroupUpgradeValue,
+        target: ApplicationId,
+        contexts: &[ContextId],
+        pending: Option<(ContextId, &GroupContextLastMigrationValue)>,
+    ) -> Result<GroupUpgradeValue, GovernanceError> {
+        let mut out = upgrade.clone();
+        if let Some(stored) = self.store.get(&GroupUpgradeKey { group_id })? {
+            let same = stored.initiated_at == upgrade.initiated_at
+                && stored.initiated_by == upgrade.initiated_by
+                && stored.to_version == upgrade.to_version;
+            if same && matches!(stored.status, GroupUpgradeStatus::Completed { .. }) {
+                return Ok(stored);
+            }
+        }
+        let (mut total, mut completed, mut failed, mut last_at) = (0u64, 0u64, 0u64, upgrade.initiated_at);
+        for context_id in contexts {
+            let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { continue };
+            total += 1;
+            // A record being written moves the context in the same batch; otherwise the
+            // context's metadata says whether it moved.
+            let (record, moved_now) = match pending {
+                Some((c, r)) if c == *context_id => (Some(r.clone()), r.error.is_none()),
+                _ => (self.store.get(&GroupContextLastMigration { group_id, context_id: *context_id })?, false),
+            };
+            let record = record.filter(|r| r.to_application == target);
+            if let Some(r) = &record {
+                last_at = last_at.max(r.migrated_at_ms);
+            }
+            if meta.application.application_id == target || moved_now {
+                completed += 1;
+            } else if record.is_some_and(|r| r.error.is_some()) {
+                failed += 1;
+            }
+        }
+        out.status = if completed + failed >= total {
+            GroupUpgradeStatus::Completed { completed_at: last_at }
+        } else {
+            GroupUpgradeStatus::InProgress { total, completed, failed }
+        };
+        Ok(out)
     }
 
     // ---- reading ----
@@ -950,6 +1204,7 @@ struct Fields {
     context_aliases: BTreeMap<ContextId, String>,
     children: BTreeMap<GroupId, ()>,
     contexts: BTreeMap<ContextId, ()>,
+    joined: BTreeMap<(PublicKey, ContextId), ()>,
 }
 
 impl Fields {
@@ -967,6 +1222,7 @@ impl Fields {
             context_aliases: g.context_aliases.clone(),
             children: g.children.iter().map(|c| (*c, ())).collect(),
             contexts: g.contexts.iter().map(|c| (*c, ())).collect(),
+            joined: g.joined.iter().map(|(c, m)| ((*m, *c), ())).collect(),
         }
     }
 }

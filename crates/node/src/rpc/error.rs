@@ -111,6 +111,7 @@ fn invitation(e: &InvitationError) -> ErrorObjectOwned {
         InvitationError::Expired { .. } => (codes::EXPIRED, "invitation_expired"),
         InvitationError::WrongInvitee { .. } => (codes::FORBIDDEN, "wrong_invitee"),
         InvitationError::Unknown(_) => (codes::NOT_FOUND, "unknown_invitation"),
+        InvitationError::UnregisteredSigningKey { .. } => (codes::FORBIDDEN, "unregistered_signing_key"),
         // Non-exhaustive for other crates only.
         #[allow(unreachable_patterns)]
         _ => (codes::INVALID_PARAMS, "invalid_invitation"),

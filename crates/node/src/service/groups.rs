@@ -7,7 +7,7 @@ use weft_primitives::{
     AliasTarget, ApplicationId, Capabilities, ContextId, GroupId, GroupUpgradeValue, NamespaceId, OpBody, OpId,
     PublicKey, Role, UpgradePolicy,
 };
-use weft_store::schema::{GroupAlias, GroupContextAlias, GroupMemberAlias};
+use weft_store::schema::{ApplicationKey, GroupAlias, GroupContextAlias, GroupMemberAlias};
 use weft_store::{Backend, PrefixBy, Read};
 
 use super::{ContextEvent, NodeService, ServiceError};
@@ -54,6 +54,11 @@ fn member_change(body: &OpBody, signer: &PublicKey) -> Option<(PublicKey, &'stat
 /// Whether an op changes who should hold the group's key.
 fn changes_key_holders(body: &OpBody) -> bool {
     matches!(body, OpBody::MemberAdded { .. } | OpBody::MemberRemoved { .. } | OpBody::MemberLeft)
+}
+
+/// Whether an op may leave contexts of its group off the group's target application.
+fn moves_contexts(body: &OpBody) -> bool {
+    matches!(body, OpBody::TargetApplicationSet { .. } | OpBody::ContextRegistered { .. })
 }
 
 /// What an alias names.
@@ -107,7 +112,8 @@ impl<B: Backend> NodeService<B> {
             admins: group.members.iter().filter(|(_, r)| **r == Role::Admin).map(|(k, _)| *k).collect(),
             member_count: group.members.len(),
             contexts: group.contexts.iter().copied().collect(),
-            upgrade: group.upgrade.clone(),
+            // This node's progress (0x24), not the fold's initial counters.
+            upgrade: self.governance.upgrade(group_id)?,
             alias: group.alias.clone(),
         })
     }
@@ -154,6 +160,35 @@ impl<B: Backend> NodeService<B> {
         }
         if changes_key_holders(&op.content.body) {
             self.rekey(&op.content.group_id);
+        }
+        if moves_contexts(&op.content.body) {
+            self.apply_upgrade(&op.content.group_id);
+        }
+    }
+
+    /// Moves this node's replicas of the group's contexts to the group's target application
+    /// (see [`crate::governance::Governance::apply_upgrade`]): each move is recorded (0x2B)
+    /// and counted in the group's upgrade (0x24). A context whose application is not
+    /// installed here is counted as failed and keeps running its application; calling this
+    /// again after installing it moves it.
+    pub fn apply_upgrade(&self, group_id: &GroupId) {
+        let installed = |id: &ApplicationId| self.store().get(&ApplicationKey { application_id: *id }).ok().flatten();
+        // Under the engine's apply lock: a delta run that read a context's metadata before a
+        // move cannot write the old application back after it.
+        match self.engine.exclusive(|| self.governance.apply_upgrade(group_id, installed)) {
+            Ok(moved) => {
+                for (context_id, record) in moved {
+                    match &record.error {
+                        None => {
+                            tracing::info!(%group_id, %context_id, to = %record.to_application, "context moved to the group's application")
+                        }
+                        Some(error) => {
+                            tracing::warn!(%group_id, %context_id, %error, "context cannot move to the group's application")
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(%group_id, error = %e, "cannot apply the group's upgrade"),
         }
     }
 
@@ -233,7 +268,9 @@ impl<B: Backend> NodeService<B> {
         application_id: ApplicationId,
         migration: Option<String>,
     ) -> Result<OpId, ServiceError> {
-        self.act(group_id, OpBody::TargetApplicationSet { application_id, migration })
+        let op = self.act(group_id, OpBody::TargetApplicationSet { application_id, migration })?;
+        self.apply_upgrade(&group_id);
+        Ok(op)
     }
 
     /// Sets (or with an empty alias clears) an alias: of a group (`id` is the group), of a

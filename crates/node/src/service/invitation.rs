@@ -7,14 +7,26 @@
 //! change; the invitation only tells the invitee where to find it. It is a signed Borsh
 //! [`Invitation`], written as unpadded URL-safe base64 (layout in `docs/invitations.md`):
 //! the context, its group, namespace and application, the inviter's identity, peer id and
-//! addresses, the invitee, its role, the member op, and an expiry — signed by the inviter's
-//! namespace key under the domain [`INVITATION_DOMAIN`].
+//! addresses, the invitee, its role, the member op, an expiry and the group signing key —
+//! signed by that key under the domain [`INVITATION_DOMAIN`].
 //!
-//! `context_join` checks the invitation (signature, invitee, expiry) before it touches the
-//! network, then dials the inviter, joins the namespace's topic, waits until the namespace's
-//! ops it received make this node a member, and only then creates the context, joins its
-//! topic and syncs. An invitation whose member op never arrives is unknown; nothing of the
-//! context is created.
+//! **Group signing keys.** Invitations are signed with a signing key of the group, not with
+//! the inviter's own key: an admin's node creates one the first time it invites to the
+//! group (its secret stays on that node, 0x25, left out of backups without
+//! `--include-secrets`) and registers its public key with a `SigningKeySet` governance op,
+//! which the member op descends from. Only an admin's node can therefore issue invitations;
+//! the key counts while the admin that registered it is an admin of the group, so demoting
+//! or removing that admin voids its outstanding invitations.
+//!
+//! `context_join` checks the invitation (the signature under the key it carries, the
+//! invitee, the expiry) before it touches the network, then dials the inviter, joins the
+//! namespace's topic, waits until the namespace's ops it received make this node a member,
+//! then checks that the invitation's key is a signing key registered for the group
+//! ([`InvitationError::UnregisteredSigningKey`] otherwise), and only then creates the
+//! context, records the join with a `ContextJoined` op, joins the context's topic and syncs.
+//! An invitation whose member op never arrives is unknown; nothing of the context is
+//! created. Invitations stay bound to the invitee's key (which is what makes them safe to
+//! reuse: only the invitee can join with one, and only while governance keeps it a member).
 //!
 //! `context_leave` signs `MemberLeft` (unless this node is no longer a member), marks the
 //! context left in the store ([`ContextLeft`]) and has the network stop replicating it: no
@@ -29,7 +41,8 @@ use base64::Engine as _;
 use borsh::{BorshDeserialize, BorshSerialize};
 use libp2p::Multiaddr;
 use weft_primitives::{
-    ApplicationMeta, ContextId, GroupId, NamespaceId, OpBody, OpId, PublicKey, Role, SecretKey, Signature,
+    signing_key_id, ApplicationMeta, ContextId, GroupId, KeyId, NamespaceId, OpBody, OpId, PublicKey, Role, SecretKey,
+    Signature,
 };
 use weft_store::schema::{ContextLeft, ContextMeta};
 use weft_store::{Backend, Read};
@@ -37,10 +50,10 @@ use weft_store::{Backend, Read};
 use super::network::{poll_until, wait};
 use super::{NodeService, ServiceError};
 
-/// Domain tag of the message an inviter signs: `INVITATION_DOMAIN ‖ borsh(version, body)`.
+/// Domain tag of the message a group signing key signs: `INVITATION_DOMAIN ‖ borsh(version, body)`.
 pub const INVITATION_DOMAIN: &[u8] = b"weft invitation v1";
-/// The invitation format's version.
-pub const INVITATION_VERSION: u8 = 1;
+/// The invitation format's version (2: signed by a group signing key).
+pub const INVITATION_VERSION: u8 = 2;
 /// Largest invitation accepted, in bytes of its Borsh encoding.
 pub const MAX_INVITATION_BYTES: usize = 16 << 10;
 /// Most inviter addresses an invitation carries.
@@ -66,7 +79,7 @@ pub struct InvitationBody {
     pub namespace_id: NamespaceId,
     /// The application the context runs (what the invitee creates the context with).
     pub application: ApplicationMeta,
-    /// The inviter's identity in the namespace; it signs the invitation.
+    /// The inviter's identity in the namespace (an admin of the group).
     pub inviter: PublicKey,
     /// The inviter node's libp2p peer id (its bytes).
     pub inviter_peer_id: Vec<u8>,
@@ -82,6 +95,11 @@ pub struct InvitationBody {
     pub issued_at_ms: u64,
     /// After this (ms since the Unix epoch) the invitation is refused.
     pub expires_at_ms: u64,
+    /// The id of the group signing key that signs the invitation (`signing_key_id` of
+    /// `signing_key`).
+    pub signing_key_id: KeyId,
+    /// The group signing key's public key.
+    pub signing_key: PublicKey,
 }
 
 /// A signed invitation.
@@ -91,7 +109,7 @@ pub struct Invitation {
     pub version: u8,
     /// What it says.
     pub body: InvitationBody,
-    /// The inviter's signature over [`Invitation::signing_message`].
+    /// The group signing key's signature over [`Invitation::signing_message`].
     pub signature: Signature,
 }
 
@@ -100,7 +118,7 @@ pub struct Invitation {
 #[non_exhaustive]
 pub enum InvitationError {
     /// It is not an invitation: not base64, not the format, another version, too large, or
-    /// its signature is not its inviter's.
+    /// its signature is not the signing key's it names.
     #[error("invalid invitation: {0}")]
     Malformed(String),
     /// It has expired.
@@ -119,6 +137,16 @@ pub enum InvitationError {
         /// This node's identity.
         identity: PublicKey,
     },
+    /// The key that signed it is not a signing key registered for the group (in the
+    /// namespace's governance as this node received it), or no longer counts (its admin
+    /// was demoted or removed).
+    #[error("the invitation is signed by key {key_id}, which is not a signing key of group {group_id}")]
+    UnregisteredSigningKey {
+        /// The invitation's signing key id.
+        key_id: KeyId,
+        /// The group.
+        group_id: GroupId,
+    },
     /// The inviter's namespace does not make this node a member: the invitation was never
     /// issued there, or its member op was overruled or revoked.
     #[error("unknown invitation: {0}")]
@@ -126,10 +154,12 @@ pub enum InvitationError {
 }
 
 impl Invitation {
-    /// Signs `body` with `inviter` (setting `body.inviter` to its public key).
-    pub fn sign(mut body: InvitationBody, inviter: &SecretKey) -> Invitation {
-        body.inviter = inviter.public_key();
-        let signature = inviter.sign(&Self::signing_message(INVITATION_VERSION, &body));
+    /// Signs `body` with a group signing key (setting `body.signing_key` and
+    /// `body.signing_key_id` to its public key and id).
+    pub fn sign(mut body: InvitationBody, signing_key: &SecretKey) -> Invitation {
+        body.signing_key = signing_key.public_key();
+        body.signing_key_id = signing_key_id(&body.signing_key);
+        let signature = signing_key.sign(&Self::signing_message(INVITATION_VERSION, &body));
         Invitation { version: INVITATION_VERSION, body, signature }
     }
 
@@ -146,7 +176,8 @@ impl Invitation {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(borsh::to_vec(self).unwrap_or_default())
     }
 
-    /// Parses the text form and checks the version, the size and the inviter's signature.
+    /// Parses the text form and checks the version, the size, and the signature under the
+    /// signing key it carries (whether that key is the group's is checked on joining).
     pub fn decode(text: &str) -> Result<Invitation, InvitationError> {
         let malformed = |m: String| InvitationError::Malformed(m);
         let text = text.trim();
@@ -166,11 +197,14 @@ impl Invitation {
         if invitation.body.inviter_addrs.len() > MAX_INVITATION_ADDRS {
             return Err(malformed(format!("more than {MAX_INVITATION_ADDRS} addresses")));
         }
+        if invitation.body.signing_key_id != signing_key_id(&invitation.body.signing_key) {
+            return Err(malformed("its signing key id does not match its signing key".into()));
+        }
         invitation
             .body
-            .inviter
+            .signing_key
             .verify(&Self::signing_message(invitation.version, &invitation.body), &invitation.signature)
-            .map_err(|e| malformed(format!("not signed by its inviter: {e}")))?;
+            .map_err(|e| malformed(format!("not signed by its signing key: {e}")))?;
         Ok(invitation)
     }
 
@@ -205,7 +239,9 @@ pub struct JoinOutcome {
 
 impl<B: Backend> NodeService<B> {
     /// Makes `invitee` a member of the context's group with `role` (a governance op, unless
-    /// it is one already) and returns an invitation for it, valid for `expires_in_s` seconds.
+    /// it is one already) and returns an invitation for it, valid for `expires_in_s` seconds,
+    /// signed with this node's signing key of the group (created and registered first if it
+    /// has none; this node must be an admin of the group).
     pub fn context_invite(
         &self,
         context_id: &ContextId,
@@ -228,6 +264,7 @@ impl<B: Backend> NodeService<B> {
             ))
         })?;
         let key = self.member_key(&namespace_id)?;
+        let signing_key = self.group_signing_key(namespace_id, group_id, &key)?;
         let member_op = match self.governance.role(&group_id, &invitee)? {
             Some(_) => None,
             None => Some(self.act(group_id, OpBody::MemberAdded { identity: invitee, role })?),
@@ -248,8 +285,36 @@ impl<B: Backend> NodeService<B> {
             member_op,
             issued_at_ms: now_ms,
             expires_at_ms: now_ms.saturating_add(expires_in_s.saturating_mul(1000)),
+            signing_key_id: KeyId::default(),
+            signing_key: PublicKey::default(),
         };
-        Ok(Invitation::sign(body, &key))
+        Ok(Invitation::sign(body, &signing_key))
+    }
+
+    /// This node's signing key of a group that counts in governance, created and registered
+    /// (a `SigningKeySet` op, published) if it has none. Only an admin may register one.
+    fn group_signing_key(
+        &self,
+        namespace_id: NamespaceId,
+        group_id: GroupId,
+        member: &SecretKey,
+    ) -> Result<SecretKey, ServiceError> {
+        if let Some((_, secret)) = self.governance.signing_key(&group_id)? {
+            return Ok(secret);
+        }
+        if self.governance.role(&group_id, &member.public_key())? != Some(Role::Admin) {
+            return Err(ServiceError::Forbidden(format!(
+                "invitations to group {group_id} are signed with a group signing key, which only an admin's \
+                 node holds: ask an admin to invite"
+            )));
+        }
+        let (key_id, op) = self.governance.create_signing_key(&group_id, member)?;
+        tracing::info!(%group_id, %key_id, "registered a group signing key");
+        self.publish_ops(namespace_id, &[op]);
+        self.governance
+            .signing_key(&group_id)?
+            .map(|(_, secret)| secret)
+            .ok_or_else(|| ServiceError::Internal(format!("the signing key registered for {group_id} is not held")))
     }
 
     /// Joins a context by invitation: checks it, dials the inviter, joins the namespace's
@@ -302,10 +367,19 @@ impl<B: Backend> NodeService<B> {
                 }
             });
         }
+        // The invitation's key must be a signing key of the group in the governance this node
+        // now holds (the member op descends from its registration).
+        if self.governance.registered_signing_key(&group_id, &body.signing_key_id)? != Some(body.signing_key) {
+            return Err(InvitationError::UnregisteredSigningKey { key_id: body.signing_key_id, group_id }.into());
+        }
         self.adopt_namespace(&namespace_id)?;
         match self.engine.create_context(context_id, body.application.clone()) {
             Ok(()) | Err(crate::context::EngineError::ContextExists(_)) => {}
             Err(e) => return Err(e.into()),
+        }
+        // Record the join (0x32) for every member to see, once.
+        if !self.governance.has_joined(&context_id, &self.identity)? {
+            self.act(group_id, OpBody::ContextJoined { context_id })?;
         }
         // Joining a context this node left undoes the leave.
         self.store().delete(&ContextLeft { context_id })?;
@@ -367,6 +441,8 @@ mod tests {
             member_op: Some(OpId::from_bytes([3; 32])),
             issued_at_ms: 1_000,
             expires_at_ms: 2_000,
+            signing_key_id: KeyId::default(),
+            signing_key: PublicKey::default(),
         }
     }
 
@@ -379,7 +455,8 @@ mod tests {
         assert!(text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{text}");
         let back = Invitation::decode(&format!("  {text}\n")).unwrap();
         assert_eq!(back, invitation);
-        assert_eq!(back.body.inviter, inviter.public_key());
+        assert_eq!(back.body.signing_key, inviter.public_key());
+        assert_eq!(back.body.signing_key_id, signing_key_id(&inviter.public_key()));
         assert_eq!(back.check_for(&invitee, 1_500), Ok(()));
         assert_eq!(
             back.check_for(&invitee, 2_001),
@@ -403,12 +480,25 @@ mod tests {
         let mut extended = invitation.clone();
         extended.body.expires_at_ms += 1;
         assert!(matches!(Invitation::decode(&extended.encode()), Err(InvitationError::Malformed(_))));
+        // Another signing key named, same signature; or a key id that is not the key's.
+        let mut rekeyed = invitation.clone();
+        rekeyed.body.signing_key = SecretKey::from_bytes(&[6; 32]).public_key();
+        rekeyed.body.signing_key_id = signing_key_id(&rekeyed.body.signing_key);
+        assert!(
+            matches!(Invitation::decode(&rekeyed.encode()), Err(InvitationError::Malformed(m)) if m.contains("signed"))
+        );
+        let mut misnamed = invitation.clone();
+        misnamed.body.signing_key_id = KeyId([1; 32]);
+        assert!(
+            matches!(Invitation::decode(&misnamed.encode()), Err(InvitationError::Malformed(m)) if m.contains("key id"))
+        );
         // Not base64, padded base64, another version, trailing bytes, nothing.
         let mut bytes = borsh::to_vec(&invitation).unwrap();
         let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
         let mut trailing = bytes.clone();
         trailing.push(0);
-        bytes[0] = 2;
+        // Version 1 (signed by the inviter's member key) is no longer read.
+        bytes[0] = 1;
         for text in ["not an invitation!", "AAAA====", &b64(&bytes), &b64(&trailing), ""] {
             assert!(matches!(Invitation::decode(text), Err(InvitationError::Malformed(_))), "{text:?}");
         }

@@ -75,6 +75,7 @@ pub fn dump(gov: &Gov) -> Vec<String> {
         GroupContextAlias,
         GroupOpHead,
         GroupContextMemberCap,
+        GroupMemberContext,
         GroupChildIndex,
         GroupParentRef,
         NamespaceGovOp,
