@@ -24,6 +24,20 @@
 //!   of P's store, checked against the root) instead of replaying the deltas, then
 //!   converges. Keys per second = R's keys / time from R's start to convergence.
 //!
+//! - `repair`: two nodes holding the same context of `WEFT_CLUSTER_REPAIR_KEYS` keys
+//!   (default 1,000,000; 4-byte keys and values, the shape of the in-process
+//!   `repair_at_scale`), written on P in deltas of 2,000 keys and applied on Q from the same
+//!   deltas (no network: the fastest way to a second replica). Then `WEFT_CLUSTER_REPAIR_DIFFS`
+//!   keys (default 1,000) are damaged on one of them behind its engine's back — every other one
+//!   lost, the rest given a garbage value — and its Merkle trie brought in line with its rows
+//!   (`reindex`), so both hold equal heads with different roots. Anti-entropy (every second,
+//!   and nudged at once) sees the divergence; the side with the smaller peer id runs a repair
+//!   session over the sockets. Measured twice: the damaged side asking, then (damaged again)
+//!   answering. Per session: round trips and bytes of sync frames (`NetEvent::Repaired`, the
+//!   same as `NetStats::repair_round_trips` / `repair_bytes`), keys repaired, and the time from
+//!   the nudge until both hold equal roots at equal heads (checked, with each root
+//!   recomputed from its state). `0` keys skips the section.
+//!
 //! Run: `cargo bench --workspace --bench cluster` (or `./x bench --bench cluster`). A quick
 //! smoke run: `WEFT_CLUSTER_SECONDS=2 WEFT_CLUSTER_CATCHUP=2000 cargo bench --workspace --bench cluster`.
 
@@ -41,8 +55,8 @@ use weft_node::config::Multiaddr;
 use weft_node::context::{AnyAuthor, ContextEngine, EngineConfig, EngineError};
 use weft_node::net::{NetConfig, NetEvent, NetStats, Network};
 use weft_primitives::{Action, ApplicationMeta, ContextId, DeltaId, Hash, SecretKey};
-use weft_store::schema::Column;
-use weft_store::{RocksBackend, RocksConfig, Store};
+use weft_store::schema::{Column, ContextState, StateVersion};
+use weft_store::{RawTail, RocksBackend, RocksConfig, Store};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 type R<T> = Result<T, Error>;
@@ -506,6 +520,138 @@ async fn catch_up_and_check(missed: u64) -> R<(String, String, String)> {
     Ok((catch_up, check, snapshot))
 }
 
+/// Damages `keys` of `node` behind its engine's back (every other one lost, the rest given
+/// a garbage value), then brings its trie in line with its rows: equal heads, another root.
+fn damage(node: &Node, keys: &[Vec<u8>]) -> R<()> {
+    let store = node.engine.store();
+    for (i, key) in keys.iter().enumerate() {
+        let state = ContextState { context_id: CTX, app_key: RawTail(key.clone()) };
+        if i % 2 == 0 {
+            store.delete(&state)?;
+            store.delete(&StateVersion { context_id: CTX, app_key: RawTail(key.clone()) })?;
+        } else {
+            store.put(&state, b"garbage")?;
+        }
+    }
+    node.engine.reindex(&CTX, keys)?;
+    Ok(())
+}
+
+/// Repair of `diffs` differences in a context of `keys` keys, between two nodes over sockets.
+async fn repair(keys: u64, diffs: u64) -> R<String> {
+    let p_dir = tempfile::tempdir()?;
+    let q_dir = tempfile::tempdir()?;
+    let (p_engine, q_engine) = (open_engine(p_dir.path())?, open_engine(q_dir.path())?);
+    let secret = SecretKey::from_bytes(&[31; 32]);
+    eprintln!("cluster: building two replicas of {keys} keys");
+    let built = {
+        let (p_engine, q_engine, secret) = (p_engine.clone(), q_engine.clone(), secret.clone());
+        tokio::task::spawn_blocking(move || -> R<Duration> {
+            let started = Instant::now();
+            let mut batch = Vec::new();
+            let chunks = keys.div_ceil(2000);
+            for chunk in 0..chunks {
+                let actions = (chunk * 2000..((chunk + 1) * 2000).min(keys))
+                    .map(|k| Action::Put {
+                        key: (k as u32).to_be_bytes().to_vec(),
+                        value: (k as u32).to_le_bytes().to_vec(),
+                    })
+                    .collect();
+                let (id, _) = p_engine.write(&CTX, &secret, actions)?;
+                let mut delta = p_engine.delta(&CTX, &id)?.ok_or("a delta just written is not stored")?;
+                delta.applied = false;
+                batch.push(delta);
+                if batch.len() == 50 || chunk + 1 == chunks {
+                    for result in q_engine.receive_many(&CTX, std::mem::take(&mut batch), &AnyAuthor) {
+                        result?;
+                    }
+                }
+            }
+            Ok(started.elapsed())
+        })
+        .await??
+    };
+    let (pv, qv) = (p_engine.view(&CTX)?, q_engine.view(&CTX)?);
+    if pv.heads != qv.heads || pv.root_hash != qv.root_hash {
+        return Err("the two replicas differ before any damage".into());
+    }
+    eprintln!("cluster: built in {built:?}");
+    let interval = Duration::from_secs(1);
+    let p = start(p_engine, 31, Vec::new(), interval).await?;
+    let q = start(q_engine, 32, vec![listen_addr(&p.net).await?], interval).await?;
+    converged(&[&p, &q], Duration::from_secs(60)).await?;
+    let step = (keys / diffs.max(1)).max(1);
+    let damaged: Vec<Vec<u8>> = (0..diffs.min(keys)).map(|i| ((i * step) as u32).to_be_bytes().to_vec()).collect();
+    let (asker, answerer) = if p.net.peer_id() < q.net.peer_id() { (&p, &q) } else { (&q, &p) };
+    let mut sessions = Vec::new();
+    for (victim, side) in [(asker, "asker"), (answerer, "answerer")] {
+        // Past the half interval after which the same pair may repair again.
+        tokio::time::sleep(interval).await;
+        let mut events = asker.net.subscribe();
+        let before = (
+            asker.net.stats().repair_round_trips.load(Ordering::Relaxed),
+            asker.net.stats().repair_bytes.load(Ordering::Relaxed),
+        );
+        damage(victim, &damaged)?;
+        if p.engine.view(&CTX)?.root_hash == q.engine.view(&CTX)?.root_hash {
+            return Err("the damage left the roots equal".into());
+        }
+        let started = Instant::now();
+        p.net.sync_now(CTX).await?;
+        q.net.sync_now(CTX).await?;
+        let (round_trips, bytes, repaired) = tokio::time::timeout(Duration::from_secs(300), async {
+            loop {
+                match events.recv().await {
+                    Ok(NetEvent::Repaired { round_trips, bytes, keys, .. }) if round_trips > 0 => {
+                        return Ok((round_trips, bytes, keys))
+                    }
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return Err("the asker's events closed"),
+                }
+            }
+        })
+        .await
+        .map_err(|_| "no repair session ended within 300 s")??;
+        converged(&[&p, &q], Duration::from_secs(300)).await?;
+        let elapsed = started.elapsed();
+        for n in [&p, &q] {
+            let view = n.engine.view(&CTX)?;
+            if n.engine.recompute_root(&CTX)? != view.root_hash {
+                return Err("a stored root is not the root of its state after repair".into());
+            }
+        }
+        let roots_equal = p.engine.view(&CTX)?.root_hash == q.engine.view(&CTX)?.root_hash;
+        let stats = (
+            asker.net.stats().repair_round_trips.load(Ordering::Relaxed) - before.0,
+            asker.net.stats().repair_bytes.load(Ordering::Relaxed) - before.1,
+        );
+        eprintln!("cluster: repaired ({side} damaged): {round_trips} round trips, {bytes} bytes in {elapsed:?}");
+        sessions.push(format!(
+            concat!(
+                "{{\"damaged\":\"{}\",\"round_trips\":{},\"bytes\":{},\"asker_keys_repaired\":{},",
+                "\"stats_round_trips\":{},\"stats_bytes\":{},\"repair_ms\":{:.1},\"roots_equal\":{}}}"
+            ),
+            side,
+            round_trips,
+            bytes,
+            repaired,
+            stats.0,
+            stats.1,
+            elapsed.as_secs_f64() * 1e3,
+            roots_equal,
+        ));
+    }
+    p.net.shutdown().await?;
+    q.net.shutdown().await?;
+    Ok(format!(
+        "{{\"keys\":{},\"differences\":{},\"build_s\":{:.1},\"sessions\":[{}]}}",
+        keys,
+        diffs.min(keys),
+        built.as_secs_f64(),
+        sessions.join(",")
+    ))
+}
+
 async fn run() -> R<String> {
     let nodes = env("WEFT_CLUSTER_NODES", 3)? as usize;
     let rate = env("WEFT_CLUSTER_RATE", 1_000)?;
@@ -513,12 +659,17 @@ async fn run() -> R<String> {
     let missed = env("WEFT_CLUSTER_CATCHUP", 100_000)?;
     let latency = latency(nodes, rate, seconds).await?;
     let (catch_up, check, snapshot) = catch_up_and_check(missed).await?;
+    let repair_keys = env("WEFT_CLUSTER_REPAIR_KEYS", 1_000_000)?;
+    let repair_diffs = env("WEFT_CLUSTER_REPAIR_DIFFS", 1_000)?;
+    let repair = if repair_keys == 0 { "null".to_string() } else { repair(repair_keys, repair_diffs).await? };
     Ok(format!(
         concat!(
             "{{\"bench\":\"cluster\",\"latency\":{},\"catch_up\":{},\"in_sync_check\":{},\"snapshot_join\":{},",
-            "\"goals\":{{\"p50_ms\":20,\"p99_ms\":200,\"catch_up_deltas_per_s\":20000,\"in_sync_round_trips\":1}}}}"
+            "\"repair\":{},",
+            "\"goals\":{{\"p50_ms\":20,\"p99_ms\":200,\"catch_up_deltas_per_s\":20000,\"in_sync_round_trips\":1,",
+            "\"repair_round_trips\":5,\"repair_bytes\":1000000}}}}"
         ),
-        latency, catch_up, check, snapshot
+        latency, catch_up, check, snapshot, repair
     ))
 }
 

@@ -183,6 +183,16 @@ pub struct SyncConfig {
     pub snapshot_threshold: u64,
     /// Most MiB of a snapshot buffered while receiving it.
     pub snapshot_max_mb: u64,
+    /// Most inbound sync requests and gossip messages queued per peer awaiting service.
+    pub peer_queue_depth: u32,
+    /// Sync requests a peer may send per second (0: no limit).
+    pub peer_request_rate: u32,
+    /// Sync requests a peer may send at once above that rate.
+    pub peer_request_burst: u32,
+    /// Gossip messages a peer may deliver per second (0: no limit).
+    pub peer_gossip_rate: u32,
+    /// Gossip messages a peer may deliver at once above that rate.
+    pub peer_gossip_burst: u32,
 }
 
 impl Default for SyncConfig {
@@ -194,6 +204,11 @@ impl Default for SyncConfig {
             join_timeout_ms: 30_000,
             snapshot_threshold: 1000,
             snapshot_max_mb: 512,
+            peer_queue_depth: 256,
+            peer_request_rate: 1000,
+            peer_request_burst: 2000,
+            peer_gossip_rate: 5000,
+            peer_gossip_burst: 10_000,
         }
     }
 }
@@ -255,7 +270,7 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 15] = [
+        let positive: [(&'static str, u64); 18] = [
             ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
             ("rpc.max_connections", u64::from(self.rpc.max_connections)),
             ("storage.memory_budget_mb", self.storage.memory_budget_mb),
@@ -266,6 +281,9 @@ impl NodeConfig {
             ("sync.max_sessions", u64::from(self.sync.max_sessions)),
             ("sync.join_timeout_ms", self.sync.join_timeout_ms),
             ("sync.snapshot_max_mb", self.sync.snapshot_max_mb),
+            ("sync.peer_queue_depth", u64::from(self.sync.peer_queue_depth)),
+            ("sync.peer_request_burst", u64::from(self.sync.peer_request_burst)),
+            ("sync.peer_gossip_burst", u64::from(self.sync.peer_gossip_burst)),
             ("limits.max_actions", u64::from(self.limits.max_actions)),
             ("limits.max_parents", u64::from(self.limits.max_parents)),
             ("limits.max_key_bytes", u64::from(self.limits.max_key_bytes)),
@@ -365,6 +383,11 @@ impl NodeConfig {
             max_sessions: usize::try_from(self.sync.max_sessions).unwrap_or(usize::MAX),
             snapshot_max_bytes: usize::try_from(self.sync.snapshot_max_mb.saturating_mul(1 << 20))
                 .unwrap_or(usize::MAX),
+            peer_queue_depth: usize::try_from(self.sync.peer_queue_depth).unwrap_or(usize::MAX),
+            peer_request_rate: self.sync.peer_request_rate,
+            peer_request_burst: self.sync.peer_request_burst,
+            peer_gossip_rate: self.sync.peer_gossip_rate,
+            peer_gossip_burst: self.sync.peer_gossip_burst,
             ..NetConfig::default()
         }
     }
@@ -441,6 +464,19 @@ snapshot_threshold = {snapshot_threshold}
 # Most MiB of a snapshot held in memory while receiving it; a larger context is
 # joined by replaying its deltas instead. Default 512.
 snapshot_max_mb = {snapshot_max_mb}
+# Per-peer bounds on inbound work. Sync requests and gossip messages from each peer
+# wait in a queue of at most this many items, served one per peer in turn; past
+# it a request is refused ("busy", the peer asks again later) and a gossip
+# message dropped unprocessed (anti-entropy fetches it later). Default 256.
+peer_queue_depth = {peer_queue_depth}
+# Sync requests a peer may send per second, sustained (0: no limit), and at once
+# above that; past them requests are refused as busy. Defaults 1000 and 2000.
+peer_request_rate = {peer_request_rate}
+peer_request_burst = {peer_request_burst}
+# Gossip messages a peer may deliver per second (0: no limit), and at once above
+# that; past them they are dropped unprocessed. Defaults 5000 and 10000.
+peer_gossip_rate = {peer_gossip_rate}
+peer_gossip_burst = {peer_gossip_burst}
 
 [limits]
 # Sizes every node must enforce identically: a delta one node accepts and another
@@ -477,6 +513,11 @@ max_blob_bytes = {max_blob_bytes}
             join_timeout_ms = self.sync.join_timeout_ms,
             snapshot_threshold = self.sync.snapshot_threshold,
             snapshot_max_mb = self.sync.snapshot_max_mb,
+            peer_queue_depth = self.sync.peer_queue_depth,
+            peer_request_rate = self.sync.peer_request_rate,
+            peer_request_burst = self.sync.peer_request_burst,
+            peer_gossip_rate = self.sync.peer_gossip_rate,
+            peer_gossip_burst = self.sync.peer_gossip_burst,
             max_actions = self.limits.max_actions,
             max_parents = self.limits.max_parents,
             max_key_bytes = self.limits.max_key_bytes,
@@ -517,6 +558,46 @@ mod tests {
         );
         assert_eq!(config.engine().limits, DeltaLimits::default());
         assert_eq!(config.engine().max_pending, EngineConfig::default().max_pending);
+        let (net, defaults) = (config.net(), NetConfig::default());
+        assert_eq!(
+            (
+                net.peer_queue_depth,
+                net.peer_request_rate,
+                net.peer_request_burst,
+                net.peer_gossip_rate,
+                net.peer_gossip_burst
+            ),
+            (
+                defaults.peer_queue_depth,
+                defaults.peer_request_rate,
+                defaults.peer_request_burst,
+                defaults.peer_gossip_rate,
+                defaults.peer_gossip_burst
+            )
+        );
+    }
+
+    #[test]
+    fn per_peer_bounds_map_to_the_network_and_zero_depth_is_invalid() {
+        let text = "[sync]\npeer_queue_depth = 8\npeer_request_rate = 0\npeer_request_burst = 3\n\
+                    peer_gossip_rate = 7\npeer_gossip_burst = 9\n";
+        let net = parse(text).unwrap().net();
+        assert_eq!(
+            (
+                net.peer_queue_depth,
+                net.peer_request_rate,
+                net.peer_request_burst,
+                net.peer_gossip_rate,
+                net.peer_gossip_burst
+            ),
+            (8, 0, 3, 7, 9)
+        );
+        for key in ["peer_queue_depth", "peer_request_burst", "peer_gossip_burst"] {
+            match parse(&format!("[sync]\n{key} = 0\n")).unwrap_err() {
+                ConfigError::Invalid { key: k, .. } => assert_eq!(k, format!("sync.{key}")),
+                other => panic!("{key}: {other}"),
+            }
+        }
     }
 
     #[test]

@@ -51,6 +51,11 @@ pub struct NodeMetrics {
     sync_requests_served: Counter,
     ops_rejected: Counter,
     deferred_deltas: Counter,
+    peer_queue_items: Gauge,
+    peer_queue_depth_max: Gauge,
+    peer_queue_depth_peak: Gauge,
+    peer_inbound_dropped: Family<[(&'static str, &'static str); 2], Counter>,
+    sync_busy_received: Counter,
     event_queue_depth: Gauge,
     rpc_calls: Family<[(&'static str, String); 2], Counter>,
     event_subscribers: Gauge,
@@ -96,6 +101,11 @@ impl NodeMetrics {
             sync_requests_served: Counter::default(),
             ops_rejected: Counter::default(),
             deferred_deltas: Counter::default(),
+            peer_queue_items: Gauge::default(),
+            peer_queue_depth_max: Gauge::default(),
+            peer_queue_depth_peak: Gauge::default(),
+            peer_inbound_dropped: Family::default(),
+            sync_busy_received: Counter::default(),
             event_queue_depth: Gauge::default(),
             rpc_calls: Family::default(),
             event_subscribers: Gauge::default(),
@@ -142,6 +152,32 @@ impl NodeMetrics {
             "deferred_deltas",
             "Deltas from peers deferred until the governance ops they cite arrive",
             m.deferred_deltas.clone(),
+        );
+        registry.register(
+            "peer_queue_items",
+            "Inbound sync requests and gossip messages queued for service now, all peers",
+            m.peer_queue_items.clone(),
+        );
+        registry.register(
+            "peer_queue_depth_max",
+            "Inbound items queued now for the peer with the most queued",
+            m.peer_queue_depth_max.clone(),
+        );
+        registry.register(
+            "peer_queue_depth_peak",
+            "Most inbound items one peer had queued at once since start",
+            m.peer_queue_depth_peak.clone(),
+        );
+        registry.register(
+            "peer_inbound_dropped",
+            "Inbound work turned away unserved, by kind (request: answered busy; gossip: dropped) \
+             and reason (rate: past the peer's rate; queue_full: the peer's queue was full)",
+            m.peer_inbound_dropped.clone(),
+        );
+        registry.register(
+            "sync_busy_received",
+            "Busy answers peers gave to this node's sync requests",
+            m.sync_busy_received.clone(),
         );
         registry.register(
             "event_queue_depth",
@@ -241,10 +277,25 @@ impl NodeMetrics {
             (&self.sync_requests_served, &stats.requests_served),
             (&self.ops_rejected, &stats.ops_rejected),
             (&self.deferred_deltas, &stats.deferred_deltas),
+            (&self.sync_busy_received, &stats.busy_received),
         ] {
             // Only this method moves these counters, under the scrape lock: add the difference.
             counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
         }
+        for (labels, value) in [
+            ([("kind", "request"), ("reason", "rate")], &stats.requests_refused_rate),
+            ([("kind", "request"), ("reason", "queue_full")], &stats.requests_refused_queue),
+            ([("kind", "gossip"), ("reason", "rate")], &stats.gossip_dropped_rate),
+            ([("kind", "gossip"), ("reason", "queue_full")], &stats.gossip_dropped_queue),
+        ] {
+            // One label set at a time: the family's lock is not held across creations.
+            let counter = self.peer_inbound_dropped.get_or_create(&labels);
+            counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
+        }
+        let gauge = |v: &std::sync::atomic::AtomicU64| i64::try_from(v.load(Relaxed)).unwrap_or(i64::MAX);
+        self.peer_queue_items.set(gauge(&stats.inbound_queued));
+        self.peer_queue_depth_max.set(gauge(&stats.inbound_queue_max));
+        self.peer_queue_depth_peak.set(gauge(&stats.inbound_queue_peak));
     }
 
     /// Counts an RPC call.
@@ -312,6 +363,10 @@ mod tests {
         net.sync_sessions.store(4, std::sync::atomic::Ordering::Relaxed);
         m.observe_network(&net);
         net.sync_sessions.store(6, std::sync::atomic::Ordering::Relaxed);
+        net.requests_refused_rate.store(5, std::sync::atomic::Ordering::Relaxed);
+        net.gossip_dropped_queue.store(2, std::sync::atomic::Ordering::Relaxed);
+        net.inbound_queue_max.store(9, std::sync::atomic::Ordering::Relaxed);
+        net.busy_received.store(3, std::sync::atomic::Ordering::Relaxed);
         m.observe_network(&net);
         let stats = StoreStats {
             columns: vec![ColumnStats { name: "state", estimate_keys: 42, ..ColumnStats::default() }],
@@ -326,6 +381,11 @@ mod tests {
             "weft_peer_divergences_total 1",
             "weft_governance_ops_total{source=\"local\"} 3",
             "weft_sync_sessions_total 6",
+            "weft_peer_inbound_dropped_total{kind=\"request\",reason=\"rate\"} 5",
+            "weft_peer_inbound_dropped_total{kind=\"gossip\",reason=\"queue_full\"} 2",
+            "weft_peer_inbound_dropped_total{kind=\"request\",reason=\"queue_full\"} 0",
+            "weft_peer_queue_depth_max 9",
+            "weft_sync_busy_received_total 3",
             "weft_rpc_calls_total{method=\"state_put\",outcome=\"ok\"} 1",
             "weft_rocksdb_estimate_keys{cf=\"state\"} 42",
             "weft_rocksdb_block_cache_usage_bytes 7",

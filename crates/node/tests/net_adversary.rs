@@ -1,7 +1,8 @@
 //! An adversarial peer — a raw libp2p swarm speaking the sync protocol and gossip
 //! with arbitrary bytes — sends garbage, oversized frames, forged and replayed deltas
 //! and ops, and lies when asked. The honest nodes reject or ignore all of it, keep
-//! serving, and still converge.
+//! serving, and still converge. A peer flooding requests and gossip past its per-peer
+//! bounds is refused (`Busy`) or dropped, counted by reason, and the others converge.
 
 mod net_support;
 
@@ -18,6 +19,7 @@ use net_support::*;
 use tokio::sync::{mpsc, oneshot};
 use weft_node::context::{sign_delta, RepairEntry, WalkReply};
 use weft_node::net::protocol::{self, Gossip, SyncRequest, SyncResponse, MAX_FRAME, SYNC_PROTOCOL};
+use weft_node::net::NetConfig;
 use weft_primitives::{
     ApplicationId, ContextDagDeltaValue, DeltaId, Hash, HybridTimestamp, KeyVersion, OpBody, OpContent, OpId, Role,
     SecretKey, Signature, SignedOp, UpgradePolicy,
@@ -494,4 +496,183 @@ async fn garbage_oversized_forged_and_replayed_messages_are_rejected_and_the_oth
         assert!(start.elapsed() < WITHIN, "{in_sync:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Lies with nothing of value in them (for the flooding adversary, whose answers do not matter).
+fn idle_lies() -> Lies {
+    let evil_key = SecretKey::from_bytes(&[0xef; 32]);
+    let ns = weft_primitives::NamespaceId::from_bytes([0x33; 32]);
+    Lies {
+        fake_head: DeltaId::from_bytes([0x56; 32]),
+        forged_deltas: Vec::new(),
+        forged_op: SignedOp::sign(
+            OpContent {
+                namespace_id: ns,
+                group_id: ns.root_group(),
+                parents: Vec::new(),
+                signer: evil_key.public_key(),
+                nonce: 1,
+                hlc: HybridTimestamp { physical_ms: 1, logical: 0 },
+                body: OpBody::MemberAdded { identity: evil_key.public_key(), role: Role::Admin },
+            },
+            &evil_key,
+        ),
+        served: 0,
+    }
+}
+
+/// What a flood of requests got back: (answered, refused as busy, failed).
+async fn flood(
+    cmds: &mpsc::Sender<Cmd>,
+    peer: PeerId,
+    request: &SyncRequest,
+    waves: usize,
+    per_wave: usize,
+) -> (usize, usize, usize) {
+    let bytes = protocol::encode(request).unwrap();
+    let (mut answered, mut busy, mut failed) = (0, 0, 0);
+    for _ in 0..waves {
+        let answers = futures::future::join_all((0..per_wave).map(|_| request_bytes(cmds, peer, bytes.clone()))).await;
+        for answer in answers {
+            match answer.ok().and_then(|a| a.get(4..).and_then(|p| protocol::decode::<SyncResponse>(p).ok())) {
+                Some(SyncResponse::Busy) => busy += 1,
+                Some(_) => answered += 1,
+                None => failed += 1,
+            }
+        }
+    }
+    (answered, busy, failed)
+}
+
+async fn request_bytes(cmds: &mpsc::Sender<Cmd>, peer: PeerId, bytes: Vec<u8>) -> Result<Vec<u8>, String> {
+    request(cmds, peer, bytes).await
+}
+
+/// Starts the flooding adversary connected to `target`, subscribed to the context's topic.
+async fn flooder(target: &Node<weft_store::MemoryBackend>, target_addr: Multiaddr) -> mpsc::Sender<Cmd> {
+    let (cmds, rx) = mpsc::channel(1024);
+    tokio::spawn(run_adversary(evil_swarm(), rx, idle_lies()));
+    let topic = format!("weft/context/{CTX}");
+    cmds.send(Cmd::Subscribe(topic.clone())).await.unwrap();
+    cmds.send(Cmd::Dial(target_addr)).await.unwrap();
+    let (tx, rx) = oneshot::channel();
+    cmds.send(Cmd::AwaitSubscribed(target.net.peer_id(), topic, tx)).await.unwrap();
+    tokio::time::timeout(WITHIN, rx).await.unwrap().unwrap();
+    cmds
+}
+
+/// A peer sending sync requests and gossip far past its rate gets `Busy` answers and its
+/// gossip dropped unprocessed, each counted by reason; what it gets served stays within its
+/// bucket; the node's queue for it never exceeds its depth; the honest peer keeps syncing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_flooding_past_its_rate_is_refused_and_honest_peers_converge() {
+    let (rate, burst, depth) = (20u32, 20u32, 4usize);
+    let bounded = NetConfig {
+        peer_queue_depth: depth,
+        peer_request_rate: rate,
+        peer_request_burst: burst,
+        peer_gossip_rate: rate,
+        peer_gossip_burst: burst,
+        ..config(vec![], TICK)
+    };
+    let a = start(memory_store(), 1, bounded, false, &[CTX]).await;
+    let a_addr = addr(&a.net).await;
+    let b = start(memory_store(), 2, config(vec![a_addr.clone()], TICK), false, &[CTX]).await;
+    for i in 0..5 {
+        let (id, _) = a.engine.write(&CTX, &a.secret, put(&format!("a{i}"), "x")).unwrap();
+        a.net.publish(CTX, a.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
+    }
+    context_converged(&[&a, &b], CTX, WITHIN).await;
+    let cmds = flooder(&a, a_addr).await;
+    let a_peer = a.net.peer_id();
+
+    // 200 status requests, 50 at a time, as fast as they go.
+    let started = std::time::Instant::now();
+    let (answered, busy, failed) = flood(&cmds, a_peer, &SyncRequest::Status { context_id: CTX }, 4, 50).await;
+    let took = started.elapsed().as_secs_f64();
+    eprintln!("request flood: {answered} answered, {busy} busy, {failed} failed in {took:.2} s");
+    // At most the bucket (its size, plus what refills meanwhile) is served.
+    let allowed = f64::from(burst) + f64::from(rate) * took + 1.0;
+    assert!((answered as f64) <= allowed, "{answered} answered, at most {allowed} allowed");
+    assert!(busy >= 200 - allowed as usize - failed, "{busy} busy of 200 ({answered} answered, {failed} failed)");
+    let stats = a.net.stats();
+    let refused =
+        stats.requests_refused_rate.load(Ordering::Relaxed) + stats.requests_refused_queue.load(Ordering::Relaxed);
+    assert!(refused >= busy as u64, "{refused} counted, {busy} busy answers seen: {stats:?}");
+    assert!(stats.requests_refused_rate.load(Ordering::Relaxed) > 0, "{stats:?}");
+    assert!(stats.inbound_queue_peak.load(Ordering::Relaxed) <= depth as u64, "{stats:?}");
+
+    // 200 distinct gossip messages at once: past the bucket, dropped unprocessed.
+    let topic = format!("weft/context/{CTX}");
+    let gossip_before = stats.gossip_rejected.load(Ordering::Relaxed);
+    for i in 0..200u32 {
+        let mut junk = b"\xffflood".to_vec();
+        junk.extend(i.to_be_bytes());
+        cmds.send(Cmd::Publish(topic.clone(), junk)).await.unwrap();
+    }
+    // Meanwhile the honest peer writes.
+    for i in 0..10 {
+        let (id, _) = b.engine.write(&CTX, &b.secret, put(&format!("b{i}"), "y")).unwrap();
+        b.net.publish(CTX, b.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
+    }
+    eventually(WITHIN, "the gossip flood is counted", || {
+        let dropped =
+            stats.gossip_dropped_rate.load(Ordering::Relaxed) + stats.gossip_dropped_queue.load(Ordering::Relaxed);
+        let processed = stats.gossip_rejected.load(Ordering::Relaxed) - gossip_before;
+        dropped + processed >= 200
+    })
+    .await;
+    let dropped = stats.gossip_dropped_rate.load(Ordering::Relaxed);
+    let processed = stats.gossip_rejected.load(Ordering::Relaxed) - gossip_before;
+    eprintln!("gossip flood: {dropped} dropped past the rate, {processed} processed (rejected)");
+    assert!(dropped >= 100, "{stats:?}");
+    assert!(processed < 100, "{processed} junk messages processed: {stats:?}");
+    assert!(stats.inbound_queue_peak.load(Ordering::Relaxed) <= depth as u64, "{stats:?}");
+
+    // The honest peer is not refused and converges; both see each other in sync.
+    context_converged(&[&a, &b], CTX, WITHIN).await;
+    assert_eq!(a.engine.view(&CTX).unwrap().status.delta_count, 15);
+    assert_eq!(b.net.stats().busy_received.load(Ordering::Relaxed), 0, "{:?}", b.net.stats());
+    let start = std::time::Instant::now();
+    while !a.net.in_sync_peers(CTX).await.unwrap().contains(&b.net.peer_id()) {
+        assert!(start.elapsed() < WITHIN, "A never saw B in sync again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// With no rate limit, a burst of requests larger than the peer's queue is refused past the
+/// queue's depth (`Busy`, counted as queue full), while every admitted one is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_past_the_peer_queue_is_refused_and_the_rest_served() {
+    let depth = 2usize;
+    let bounded =
+        NetConfig { peer_queue_depth: depth, peer_request_rate: 0, peer_gossip_rate: 0, ..config(vec![], TICK) };
+    let a = start(memory_store(), 1, bounded, false, &[CTX]).await;
+    // Some history, so each request below takes a moment to serve.
+    for chunk in 0..20u32 {
+        let actions = (0..50u32)
+            .map(|i| weft_primitives::Action::Put { key: format!("k{chunk}-{i}").into_bytes(), value: vec![7; 200] })
+            .collect();
+        a.engine.write(&CTX, &a.secret, actions).unwrap();
+    }
+    let a_addr = addr(&a.net).await;
+    let b = start(memory_store(), 2, config(vec![a_addr.clone()], TICK), false, &[CTX]).await;
+    context_converged(&[&a, &b], CTX, WITHIN).await;
+    let cmds = flooder(&a, a_addr).await;
+    let deltas = SyncRequest::Deltas { context_id: CTX, heads: vec![], max: 2048 };
+    let (answered, busy, failed) = flood(&cmds, a.net.peer_id(), &deltas, 3, 60).await;
+    eprintln!("burst: {answered} answered, {busy} busy, {failed} failed");
+    let stats = a.net.stats();
+    assert!(busy > 0, "no request refused: {stats:?}");
+    // Every refusal is counted, the honest peer's (if any) included.
+    let honest_busy = b.net.stats().busy_received.load(Ordering::Relaxed);
+    assert_eq!(stats.requests_refused_queue.load(Ordering::Relaxed), busy as u64 + honest_busy, "{stats:?}");
+    assert_eq!(stats.requests_refused_rate.load(Ordering::Relaxed), 0, "{stats:?}");
+    assert!(answered > 0);
+    assert_eq!(stats.inbound_queue_peak.load(Ordering::Relaxed), depth as u64, "{stats:?}");
+    // Nothing left queued once the burst is over; the honest peer still syncs.
+    eventually(WITHIN, "the queues drain", || stats.inbound_queued.load(Ordering::Relaxed) == 0).await;
+    let (id, _) = b.engine.write(&CTX, &b.secret, put("after", "burst")).unwrap();
+    b.net.publish(CTX, b.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
+    context_converged(&[&a, &b], CTX, WITHIN).await;
 }

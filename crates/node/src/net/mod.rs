@@ -44,6 +44,27 @@
 //!   so is the deferred-delta buffer. A catch-up session that made no progress is
 //!   not followed by another request until the next tick, so a peer lying about
 //!   its heads costs one round trip per tick.
+//! - **Per-peer inbound bounds**: what peers send (sync requests, gossip messages)
+//!   is not served as it arrives but queued per peer: at most `peer_queue_depth`
+//!   items and [`MAX_PEER_QUEUE_BYTES`] per peer. The driver takes in what the swarm
+//!   has ready (at most [`EVENTS_PER_ROUND`] events while work is queued), then
+//!   serves a round: one item of each peer with queued work, in turn — so a peer
+//!   sending much gets no more turns than one sending little, and its surplus waits
+//!   in its own queue. Each peer also has two token buckets, `peer_request_rate`
+//!   requests a second (holding `peer_request_burst`) and `peer_gossip_rate` gossip
+//!   messages (holding `peer_gossip_burst`; a rate of 0 is no limit). A request past
+//!   its peer's rate or queue is answered `Busy` at once, unserved
+//!   ([`protocol::SyncResponse::Busy`]; the asker ends that session and asks again on
+//!   a later tick, a snapshot joiner without holding it against the peer); a gossip
+//!   message past them is dropped unprocessed (reported `Ignore`: not forwarded, not
+//!   penalized; the peer's heads still name the delta, so anti-entropy fetches it).
+//!   [`NetStats`] counts drops by kind and reason (`requests_refused_rate`,
+//!   `requests_refused_queue`, `gossip_dropped_rate`, `gossip_dropped_queue`), the
+//!   queue depths now (`inbound_queued`, `inbound_queue_max`) and at their peak, and
+//!   the `Busy` answers this node got (`busy_received`); `/metrics` exports them. A
+//!   peer's queue and buckets go when its last connection closes (its queued
+//!   requests unanswered): a peer that reconnects starts with full buckets, at the
+//!   cost of a new connection and handshake.
 //!
 //! - **Repair**: equal heads with different roots (seen by anti-entropy, or after
 //!   a delta applied on its parents did not give its author's root, which asks the
@@ -156,6 +177,13 @@ pub const MAX_SNAPSHOT_SERVING: usize = 4;
 /// A snapshot served to a peer that has not asked for a page this long is dropped.
 pub const SNAPSHOT_IDLE: Duration = Duration::from_secs(60);
 
+/// Most bytes of inbound requests and gossip queued per peer (one item is always admitted
+/// into an empty queue, whatever its size under [`MAX_FRAME`]).
+pub const MAX_PEER_QUEUE_BYTES: usize = 2 * MAX_FRAME;
+
+/// Most swarm events taken in while inbound work is queued before a service round runs.
+pub const EVENTS_PER_ROUND: usize = 64;
+
 /// Network settings.
 #[derive(Clone, Debug)]
 pub struct NetConfig {
@@ -178,6 +206,20 @@ pub struct NetConfig {
     /// Most catch-up sessions (deltas, ops or snapshot; one per peer and context or
     /// namespace) this node runs at once as the asking side; more wait for a later tick.
     pub max_sessions: usize,
+    /// Most inbound items (sync requests and gossip messages) queued per peer awaiting
+    /// service (and at most [`MAX_PEER_QUEUE_BYTES`] of them); past it a request is refused
+    /// with `Busy` and a gossip message dropped unprocessed.
+    pub peer_queue_depth: usize,
+    /// Sync requests a peer may send per second, sustained (a token bucket per peer); past
+    /// it they are refused with `Busy`. 0: no limit.
+    pub peer_request_rate: u32,
+    /// Sync requests a peer may send at once above that rate (the bucket's size).
+    pub peer_request_burst: u32,
+    /// Gossip messages a peer may deliver per second, sustained; past it they are dropped
+    /// unprocessed (anti-entropy fetches the deltas later). 0: no limit.
+    pub peer_gossip_rate: u32,
+    /// Gossip messages a peer may deliver at once above that rate.
+    pub peer_gossip_burst: u32,
 }
 
 impl Default for NetConfig {
@@ -191,6 +233,11 @@ impl Default for NetConfig {
             snapshot_threshold: 1000,
             snapshot_max_bytes: 512 << 20,
             max_sessions: 8,
+            peer_queue_depth: 256,
+            peer_request_rate: 1000,
+            peer_request_burst: 2000,
+            peer_gossip_rate: 5000,
+            peer_gossip_burst: 10_000,
         }
     }
 }
@@ -416,6 +463,22 @@ pub struct NetStats {
     /// Messages about a keyed group's context not sent or served, for want of its current
     /// key here.
     pub sealed_withheld: AtomicU64,
+    /// Inbound items (sync requests and gossip messages) queued for service now, all peers.
+    pub inbound_queued: AtomicU64,
+    /// Items queued now for the peer with the most queued.
+    pub inbound_queue_max: AtomicU64,
+    /// Most items one peer had queued at once since start (at most `peer_queue_depth`).
+    pub inbound_queue_peak: AtomicU64,
+    /// Sync requests refused with `Busy`: the peer went past `peer_request_rate`.
+    pub requests_refused_rate: AtomicU64,
+    /// Sync requests refused with `Busy`: the peer's queue was full.
+    pub requests_refused_queue: AtomicU64,
+    /// Gossip messages dropped unprocessed: the peer went past `peer_gossip_rate`.
+    pub gossip_dropped_rate: AtomicU64,
+    /// Gossip messages dropped unprocessed: the peer's queue was full.
+    pub gossip_dropped_queue: AtomicU64,
+    /// `Busy` answers peers gave to this node's requests.
+    pub busy_received: AtomicU64,
 }
 
 /// How traffic about a context travels (see the protocol docs).
@@ -531,6 +594,10 @@ impl Network {
             snapshot_failed: HashMap::new(),
             served: std::sync::Mutex::new(HashMap::new()),
             snapshot_sessions: AtomicU64::new(0),
+            inbound: HashMap::new(),
+            ready: VecDeque::new(),
+            queued: 0,
+            since_round: 0,
         };
         for addr in driver.config.listen.clone() {
             driver
@@ -818,6 +885,63 @@ struct Driver<B: Backend> {
     served: std::sync::Mutex<HashMap<(PeerId, ContextId), Served<B>>>,
     /// The last snapshot session number handed out.
     snapshot_sessions: AtomicU64,
+    /// Inbound work per connected peer, with its rate buckets (see [`PeerInbound`]).
+    inbound: HashMap<PeerId, PeerInbound>,
+    /// Peers with queued work, in service order (each at most once).
+    ready: VecDeque<PeerId>,
+    /// Items queued over all peers.
+    queued: usize,
+    /// Swarm events taken in since the last service round.
+    since_round: usize,
+}
+
+/// A token bucket: `rate` tokens a second, holding at most `burst`; starts full.
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    fn full(burst: u32, now: Instant) -> Bucket {
+        Bucket { tokens: f64::from(burst), last: now }
+    }
+
+    /// Takes a token if there is one (always, when `rate` is 0: no limit).
+    fn take(&mut self, rate: u32, burst: u32, now: Instant) -> bool {
+        if rate == 0 {
+            return true;
+        }
+        let refill = now.saturating_duration_since(self.last).as_secs_f64() * f64::from(rate);
+        self.tokens = (self.tokens + refill).min(f64::from(burst));
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Inbound work from a peer, served in rounds (one item per peer with work per round).
+enum Work {
+    Request { request: SyncRequest, channel: request_response::ResponseChannel<SyncResponse> },
+    Gossip { message_id: gossipsub::MessageId, message: gossipsub::Message },
+}
+
+/// Why inbound work was turned away unserved.
+#[derive(Clone, Copy)]
+enum Refusal {
+    Rate,
+    QueueFull,
+}
+
+/// A connected peer's queue of inbound work and its rate buckets (reset when it disconnects).
+struct PeerInbound {
+    queue: VecDeque<(Work, usize)>,
+    bytes: usize,
+    requests: Bucket,
+    gossip: Bucket,
 }
 
 /// A catch-up being served to a peer: the rest of what it lacked when it first asked, so the
@@ -842,8 +966,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let mut tick = tokio::time::interval(self.config.anti_entropy_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            // Take in what the swarm has ready (queuing inbound work per peer), then serve a
+            // round; while work is queued, a round runs at least every EVENTS_PER_ROUND events.
+            let take_in = self.queued == 0 || self.since_round < EVENTS_PER_ROUND;
             tokio::select! {
-                event = self.swarm.select_next_some() => self.on_swarm_event(event),
+                biased;
                 command = commands.recv() => match command {
                     Some(Command::Shutdown(done)) => {
                         // Release the swarm, engine and governance before confirming, so the
@@ -856,8 +983,132 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     None => return,
                 },
                 _ = tick.tick() => self.on_tick(),
+                event = self.swarm.select_next_some(), if take_in => {
+                    self.since_round = if self.queued == 0 { 0 } else { self.since_round + 1 };
+                    self.on_swarm_event(event);
+                }
+                () = std::future::ready(()), if self.queued > 0 => self.serve_round(),
             }
         }
+    }
+
+    // ---- inbound work ----
+
+    /// Queues inbound work from `peer` of `size` bytes, or turns it away: past the peer's
+    /// rate, or with its queue full.
+    fn admit(&mut self, peer: PeerId, work: Work, size: usize) {
+        let now = Instant::now();
+        let config = &self.config;
+        let entry = self.inbound.entry(peer).or_insert_with(|| PeerInbound {
+            queue: VecDeque::new(),
+            bytes: 0,
+            requests: Bucket::full(config.peer_request_burst, now),
+            gossip: Bucket::full(config.peer_gossip_burst, now),
+        });
+        let within_rate = match &work {
+            Work::Request { .. } => entry.requests.take(config.peer_request_rate, config.peer_request_burst, now),
+            Work::Gossip { .. } => entry.gossip.take(config.peer_gossip_rate, config.peer_gossip_burst, now),
+        };
+        let full = entry.queue.len() >= config.peer_queue_depth.max(1)
+            || (!entry.queue.is_empty() && entry.bytes + size > MAX_PEER_QUEUE_BYTES);
+        let refusal = match (within_rate, full) {
+            (false, _) => Refusal::Rate,
+            (true, true) => Refusal::QueueFull,
+            (true, false) => {
+                entry.queue.push_back((work, size));
+                entry.bytes += size;
+                let depth = entry.queue.len() as u64;
+                if depth == 1 {
+                    self.ready.push_back(peer);
+                }
+                self.queued += 1;
+                self.stats.inbound_queued.store(self.queued as u64, Ordering::Relaxed);
+                self.stats.inbound_queue_max.fetch_max(depth, Ordering::Relaxed);
+                self.stats.inbound_queue_peak.fetch_max(depth, Ordering::Relaxed);
+                return;
+            }
+        };
+        self.refuse(peer, work, refusal);
+    }
+
+    /// Answers a refused request with `Busy`, drops a refused gossip message unprocessed.
+    fn refuse(&mut self, peer: PeerId, work: Work, refusal: Refusal) {
+        match work {
+            Work::Request { channel, .. } => {
+                let counter = match refusal {
+                    Refusal::Rate => &self.stats.requests_refused_rate,
+                    Refusal::QueueFull => &self.stats.requests_refused_queue,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                self.stats.sync_bytes_sent.fetch_add(frame_len(&SyncResponse::Busy), Ordering::Relaxed);
+                let _ = self.swarm.behaviour_mut().sync.send_response(channel, SyncResponse::Busy);
+            }
+            Work::Gossip { message_id, .. } => {
+                let counter = match refusal {
+                    Refusal::Rate => &self.stats.gossip_dropped_rate,
+                    Refusal::QueueFull => &self.stats.gossip_dropped_queue,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                // Not forwarded, not penalized: an honest peer may just be fast.
+                self.swarm.behaviour_mut().gossipsub.report_message_validation_result(
+                    &message_id,
+                    &peer,
+                    gossipsub::MessageAcceptance::Ignore,
+                );
+            }
+        }
+    }
+
+    /// Serves one item of each peer with queued work, in turn.
+    fn serve_round(&mut self) {
+        self.since_round = 0;
+        for _ in 0..self.ready.len() {
+            let Some(peer) = self.ready.pop_front() else { break };
+            let Some(entry) = self.inbound.get_mut(&peer) else { continue };
+            let Some((work, size)) = entry.queue.pop_front() else { continue };
+            entry.bytes = entry.bytes.saturating_sub(size);
+            if !entry.queue.is_empty() {
+                self.ready.push_back(peer);
+            }
+            self.queued = self.queued.saturating_sub(1);
+            match work {
+                Work::Request { request, channel } => {
+                    self.stats.requests_served.fetch_add(1, Ordering::Relaxed);
+                    let response = self.serve(peer, request);
+                    self.stats.sync_bytes_sent.fetch_add(frame_len(&response), Ordering::Relaxed);
+                    let _ = self.swarm.behaviour_mut().sync.send_response(channel, response);
+                }
+                Work::Gossip { message_id, message } => {
+                    let verdict = self.on_gossip(peer, &message);
+                    self.swarm.behaviour_mut().gossipsub.report_message_validation_result(&message_id, &peer, verdict);
+                }
+            }
+        }
+        self.note_queues();
+    }
+
+    /// Sets the queue gauges of [`NetStats`].
+    fn note_queues(&self) {
+        let max = self.ready.iter().filter_map(|p| self.inbound.get(p)).map(|e| e.queue.len()).max().unwrap_or(0);
+        self.stats.inbound_queued.store(self.queued as u64, Ordering::Relaxed);
+        self.stats.inbound_queue_max.store(max as u64, Ordering::Relaxed);
+    }
+
+    /// Forgets a disconnected peer's queue (its requests go unanswered, its gossip ignored).
+    fn forget_inbound(&mut self, peer: PeerId) {
+        let Some(entry) = self.inbound.remove(&peer) else { return };
+        self.ready.retain(|p| *p != peer);
+        self.queued = self.queued.saturating_sub(entry.queue.len());
+        for (work, _) in entry.queue {
+            if let Work::Gossip { message_id, .. } = work {
+                self.swarm.behaviour_mut().gossipsub.report_message_validation_result(
+                    &message_id,
+                    &peer,
+                    gossipsub::MessageAcceptance::Ignore,
+                );
+            }
+        }
+        self.note_queues();
     }
 
     fn emit(&self, event: NetEvent) {
@@ -1148,6 +1399,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .retain(|(p, _), _| *p != peer_id);
                 self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|(p, _), _| *p != peer_id);
+                self.forget_inbound(peer_id);
                 let broken: Vec<ContextId> =
                     self.receiving.iter().filter(|(_, r)| r.peer == peer_id).map(|(c, _)| *c).collect();
                 for context_id in broken {
@@ -1164,25 +1416,23 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 message_id,
                 message,
             })) => {
-                let verdict = self.on_gossip(propagation_source, &message);
-                self.swarm.behaviour_mut().gossipsub.report_message_validation_result(
-                    &message_id,
-                    &propagation_source,
-                    verdict,
-                );
+                let size = message.data.len();
+                self.admit(propagation_source, Work::Gossip { message_id, message }, size);
             }
             SwarmEvent::Behaviour(BehaviourEvent::Sync(request_response::Event::Message { peer, message, .. })) => {
                 match message {
                     request_response::Message::Request { request, channel, .. } => {
-                        self.stats.requests_served.fetch_add(1, Ordering::Relaxed);
-                        self.stats.sync_bytes_received.fetch_add(frame_len(&request), Ordering::Relaxed);
-                        let response = self.serve(peer, request);
-                        self.stats.sync_bytes_sent.fetch_add(frame_len(&response), Ordering::Relaxed);
-                        let _ = self.swarm.behaviour_mut().sync.send_response(channel, response);
+                        let size = frame_len(&request);
+                        self.stats.sync_bytes_received.fetch_add(size, Ordering::Relaxed);
+                        let size = usize::try_from(size).unwrap_or(usize::MAX);
+                        self.admit(peer, Work::Request { request, channel }, size);
                     }
                     request_response::Message::Response { request_id, response } => {
                         self.stats.sync_responses_received.fetch_add(1, Ordering::Relaxed);
                         self.stats.sync_bytes_received.fetch_add(frame_len(&response), Ordering::Relaxed);
+                        if matches!(response, SyncResponse::Busy) {
+                            self.stats.busy_received.fetch_add(1, Ordering::Relaxed);
+                        }
                         match self.pending.remove(&request_id) {
                             Some(Pending::Status(context_id)) => self.on_status(peer, context_id, response),
                             Some(Pending::Deltas(context_id)) => {
@@ -1628,6 +1878,13 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         };
         rx.round_trips += 1;
         rx.bytes += bytes;
+        if matches!(response, SyncResponse::Busy) {
+            // The peer is loaded, not at fault: drop this attempt without holding it against
+            // the peer; the next anti-entropy round asks for a snapshot again.
+            self.catching_up.remove(&(peer, context_id));
+            tracing::info!(%context_id, %peer, "snapshot refused (peer busy); asking again later");
+            return;
+        }
         let SyncResponse::Snapshot { session, header, page, next } = response else {
             return self.snapshot_failed(peer, context_id, "the peer serves no snapshot of it".into());
         };
@@ -2367,5 +2624,26 @@ fn request_context(request: &SyncRequest) -> Option<ContextId> {
         | SyncRequest::Snapshot { context_id, .. }
         | SyncRequest::Sealed { context_id, .. } => Some(*context_id),
         SyncRequest::NamespaceStatus { .. } | SyncRequest::Ops { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_allows_its_burst_then_its_rate() {
+        let t0 = Instant::now();
+        let mut bucket = Bucket::full(3, t0);
+        let taken = (0..10).filter(|_| bucket.take(2, 3, t0)).count();
+        assert_eq!(taken, 3, "the burst, then nothing at the same instant");
+        // Half a second at 2 a second refills one token; a long wait refills only the burst.
+        assert!(bucket.take(2, 3, t0 + Duration::from_millis(500)));
+        assert!(!bucket.take(2, 3, t0 + Duration::from_millis(500)));
+        let later = t0 + Duration::from_secs(60);
+        assert_eq!((0..10).filter(|_| bucket.take(2, 3, later)).count(), 3);
+        // Rate 0: no limit.
+        let mut open = Bucket::full(0, t0);
+        assert!((0..1000).all(|_| open.take(0, 0, t0)));
     }
 }

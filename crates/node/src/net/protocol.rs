@@ -21,7 +21,9 @@
 //! ([`sealing_header`]). `Status` requests and responses (heads, root, counts) and the
 //! `Deltas` and `Snapshot` requests (heads, cursors) stay in the clear.
 //!
-//! Either side answers `Unknown` for a context or namespace it does not hold.
+//! Either side answers `Unknown` for a context or namespace it does not hold, and `Busy`
+//! to a request it refuses unserved because the asker went past its per-peer bounds (see
+//! the network docs); the asker tries again on a later anti-entropy round.
 //! Gossip payloads are one [`Gossip`] message without the length prefix: a delta
 //! on a context's topic, an op on a namespace's topic.
 //!
@@ -237,6 +239,10 @@ pub enum SyncResponse {
         /// The Borsh bytes of the response, sealed.
         sealed: Sealed,
     },
+    /// The responder refused the request unserved: the asker went past its per-peer bounds
+    /// (request rate, or queue of inbound work; see `NetConfig::peer_queue_depth`). Ask
+    /// again later; nothing about the context follows from it.
+    Busy,
 }
 
 /// Encodes `msg` as one frame: a big-endian `u32` length, then the Borsh bytes.
@@ -354,6 +360,7 @@ mod tests {
         // length 41 ‖ tag 1 ‖ context ‖ u32 LE 0 heads ‖ u32 LE 256
         assert_eq!(hex(&encode(&req).unwrap()), format!("0000002901{}0000000000010000", "03".repeat(32)));
         assert_eq!(hex(&encode(&SyncResponse::Unknown).unwrap()), "0000000102");
+        assert_eq!(hex(&encode(&SyncResponse::Busy).unwrap()), "0000000109");
     }
 
     #[test]
