@@ -87,6 +87,12 @@ fn two_nodes_share_a_context_as_the_quick_start_says() {
     let (_, metrics) = http(a.addr, "GET", "/metrics", Some(&a.token), "").unwrap();
     assert!(metrics.contains("weft_deltas_applied_total{source=\"remote\"}"), "{metrics}");
     assert!(metrics.contains("weft_governance_ops_total{source=\"local\"}"), "{metrics}");
+    // b's write reached a sealed under the group's key, and a opened it.
+    let opened = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("weft_sealed_messages_total{outcome=\"opened\"} "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(opened.is_some_and(|n| n >= 1), "no sealed message opened on a: {metrics}");
 
     a.stop();
     b.stop();

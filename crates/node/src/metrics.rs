@@ -55,6 +55,8 @@ pub struct NodeMetrics {
     peer_queue_depth_max: Gauge,
     peer_queue_depth_peak: Gauge,
     peer_inbound_dropped: Family<[(&'static str, &'static str); 2], Counter>,
+    sealed_messages: Family<[(&'static str, &'static str); 1], Counter>,
+    sync_sessions_deferred: Counter,
     sync_busy_received: Counter,
     event_queue_depth: Gauge,
     rpc_calls: Family<[(&'static str, String); 2], Counter>,
@@ -105,6 +107,8 @@ impl NodeMetrics {
             peer_queue_depth_max: Gauge::default(),
             peer_queue_depth_peak: Gauge::default(),
             peer_inbound_dropped: Family::default(),
+            sealed_messages: Family::default(),
+            sync_sessions_deferred: Counter::default(),
             sync_busy_received: Counter::default(),
             event_queue_depth: Gauge::default(),
             rpc_calls: Family::default(),
@@ -173,6 +177,18 @@ impl NodeMetrics {
             "Inbound work turned away unserved, by kind (request: answered busy; gossip: dropped) \
              and reason (rate: past the peer's rate; queue_full: the peer's queue was full)",
             m.peer_inbound_dropped.clone(),
+        );
+        registry.register(
+            "sealed_messages",
+            "Messages about keyed groups' contexts, by outcome: sent (sealed here), opened, \
+             unreadable (sealed under a key this node does not hold), withheld (not sent or \
+             served: this node lacks the group's current key)",
+            m.sealed_messages.clone(),
+        );
+        registry.register(
+            "sync_sessions_deferred",
+            "Catch-up sessions put off because sync.max_sessions were running",
+            m.sync_sessions_deferred.clone(),
         );
         registry.register(
             "sync_busy_received",
@@ -278,6 +294,7 @@ impl NodeMetrics {
             (&self.ops_rejected, &stats.ops_rejected),
             (&self.deferred_deltas, &stats.deferred_deltas),
             (&self.sync_busy_received, &stats.busy_received),
+            (&self.sync_sessions_deferred, &stats.sessions_deferred),
         ] {
             // Only this method moves these counters, under the scrape lock: add the difference.
             counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
@@ -290,6 +307,15 @@ impl NodeMetrics {
         ] {
             // One label set at a time: the family's lock is not held across creations.
             let counter = self.peer_inbound_dropped.get_or_create(&labels);
+            counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
+        }
+        for (outcome, value) in [
+            ("sent", &stats.sealed_sent),
+            ("opened", &stats.sealed_opened),
+            ("unreadable", &stats.sealed_unreadable),
+            ("withheld", &stats.sealed_withheld),
+        ] {
+            let counter = self.sealed_messages.get_or_create(&[("outcome", outcome)]);
             counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
         }
         let gauge = |v: &std::sync::atomic::AtomicU64| i64::try_from(v.load(Relaxed)).unwrap_or(i64::MAX);
@@ -367,6 +393,8 @@ mod tests {
         net.gossip_dropped_queue.store(2, std::sync::atomic::Ordering::Relaxed);
         net.inbound_queue_max.store(9, std::sync::atomic::Ordering::Relaxed);
         net.busy_received.store(3, std::sync::atomic::Ordering::Relaxed);
+        net.sealed_unreadable.store(4, std::sync::atomic::Ordering::Relaxed);
+        net.sessions_deferred.store(2, std::sync::atomic::Ordering::Relaxed);
         m.observe_network(&net);
         let stats = StoreStats {
             columns: vec![ColumnStats { name: "state", estimate_keys: 42, ..ColumnStats::default() }],
@@ -386,6 +414,9 @@ mod tests {
             "weft_peer_inbound_dropped_total{kind=\"request\",reason=\"queue_full\"} 0",
             "weft_peer_queue_depth_max 9",
             "weft_sync_busy_received_total 3",
+            "weft_sealed_messages_total{outcome=\"unreadable\"} 4",
+            "weft_sealed_messages_total{outcome=\"sent\"} 0",
+            "weft_sync_sessions_deferred_total 2",
             "weft_rpc_calls_total{method=\"state_put\",outcome=\"ok\"} 1",
             "weft_rocksdb_estimate_keys{cf=\"state\"} 42",
             "weft_rocksdb_block_cache_usage_bytes 7",
