@@ -133,3 +133,35 @@ fn nodes_agree_on_delta_verdicts_whatever_the_op_order() {
     let m1_at_heads = &forward[forward.len() - 2];
     assert!(m1_at_heads.contains(" 1 Err"), "{m1_at_heads}");
 }
+
+/// Another namespace registering the same context id does not make its members writers:
+/// a context belongs to the namespace it was first registered in on this node, whatever
+/// the other namespace's ops say — and its reverse reference (which picks the key that
+/// seals the context's traffic) stays with its own group.
+#[test]
+fn another_namespace_registering_the_context_cannot_take_it_over() {
+    let gov = memory_governance();
+    let (ns, admin) = namespace(&gov);
+    let root = ns.root_group();
+    let writer = key(1);
+    gov.act(ns, root, &admin, OpBody::ContextRegistered { context_id: CTX }).unwrap();
+    gov.act(ns, root, &admin, OpBody::MemberAdded { identity: writer.public_key(), role: Role::Member }).unwrap();
+    let legit = gov.position(&ns).unwrap();
+
+    // An attacker's namespace, held by the same node (it followed it, or caught it up when
+    // a delta cited it), registers CTX too, with the attacker as its admin.
+    let (evil_ns, evil_admin) = namespace(&gov);
+    assert_ne!(evil_ns, ns);
+    gov.act(evil_ns, evil_ns.root_group(), &evil_admin, OpBody::ContextRegistered { context_id: CTX }).unwrap();
+    let evil = gov.position(&evil_ns).unwrap();
+    assert!(gov.state(&evil_ns).unwrap().group_of_context(&CTX).is_some(), "registered in the attacker's namespace");
+
+    let auth = GovernanceAuthorizer::new(&gov);
+    let refused = auth.check(&CTX, &evil_admin.public_key(), &delta(&evil_admin, Some(&evil), 1));
+    assert!(
+        matches!(refused, Err(DeltaAuthError::ForeignNamespace { bound, cited, .. }) if bound == ns && cited == evil_ns),
+        "{refused:?}"
+    );
+    assert!(auth.check(&CTX, &writer.public_key(), &delta(&writer, Some(&legit), 2)).is_ok());
+    assert_eq!(gov.group_of_context(&CTX).unwrap(), Some(root));
+}

@@ -15,6 +15,13 @@
 //! not fixed by the delta (ops with earlier timestamps can arrive later), so
 //! verdicts would depend on delivery order.
 //!
+//! A context belongs to one namespace on each node: the first that registers it there (the
+//! one the node created it in, or joined it through; see `ContextGroupRef`). A delta citing
+//! another namespace is refused ([`DeltaAuthError::ForeignNamespace`]) even if that
+//! namespace registers the same context id — otherwise anyone could create a namespace,
+//! register a victim's context id in it and write as its admin. Honest nodes agree because
+//! each learns the context through its own namespace first.
+//!
 //! Limits of this scheme, stated plainly:
 //! - a delta citing ops this node has not received yet is refused
 //!   ([`DeltaAuthError::UnknownPosition`]); the engine's [`Authorizer`] is a yes/no
@@ -51,6 +58,16 @@ pub enum DeltaAuthError {
     /// At the cited position the context is registered in no group of the namespace.
     #[error("context {0} is not registered in the cited namespace")]
     ContextNotRegistered(ContextId),
+    /// The delta cites a namespace other than the one the context is bound to on this node.
+    #[error("context {context} belongs to namespace {bound}, not the cited {cited}")]
+    ForeignNamespace {
+        /// The context.
+        context: ContextId,
+        /// The namespace it is bound to here.
+        bound: NamespaceId,
+        /// The namespace the delta cites.
+        cited: NamespaceId,
+    },
     /// At the cited position the author is not a member of the context's group.
     #[error("{0} is not a member of the context's group")]
     NotMember(PublicKey),
@@ -84,6 +101,18 @@ impl<'a, B: Backend> GovernanceAuthorizer<'a, B> {
         delta: &ContextDagDeltaValue,
     ) -> Result<(), DeltaAuthError> {
         let position = GovPosition::from_events(&delta.events).ok_or(DeltaAuthError::MissingPosition)??;
+        // A context belongs to one namespace (see the module docs): a delta citing another,
+        // even one that registers the same context id, is refused.
+        if let Some(bound) = self.governance.group_of_context(context)? {
+            let bound = self.governance.namespace_of(&bound)?;
+            if bound != position.namespace_id {
+                return Err(DeltaAuthError::ForeignNamespace {
+                    context: *context,
+                    bound,
+                    cited: position.namespace_id,
+                });
+            }
+        }
         let state = match self.governance.state_at(&position.namespace_id, &position.heads) {
             Ok(Some(state)) => state,
             Ok(None) | Err(GovernanceError::UnknownNamespace(_)) => {

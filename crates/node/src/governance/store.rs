@@ -564,7 +564,7 @@ impl<B: Backend> Governance<B> {
         });
         let ids: BTreeSet<GroupId> = old.groups.keys().chain(new.groups.keys()).copied().collect();
         for group_id in ids {
-            self.stage_group(batch, group_id, old.groups.get(&group_id), new.groups.get(&group_id))?;
+            self.stage_group(batch, new.namespace_id, group_id, old.groups.get(&group_id), new.groups.get(&group_id))?;
         }
         Ok(())
     }
@@ -572,6 +572,7 @@ impl<B: Backend> Governance<B> {
     fn stage_group(
         &self,
         batch: &mut WriteBatch<'_, B, Column>,
+        namespace_id: NamespaceId,
         group_id: GroupId,
         old: Option<&GroupState>,
         new: Option<&GroupState>,
@@ -652,16 +653,33 @@ impl<B: Backend> Governance<B> {
             None => batch.delete(&GroupChildIndex { parent_id: g, child_id: *child_id }),
         });
         let mut unref = Vec::new();
+        let mut registered = Vec::new();
         diff(&o.contexts, &n.contexts, |context_id, present| match present {
             Some(()) => {
                 batch.put(&GroupContextIndex { group_id: g, context_id: *context_id }, &());
-                batch.put(&ContextGroupRef { context_id: *context_id }, &g);
+                registered.push(*context_id);
             }
             None => {
                 batch.delete(&GroupContextIndex { group_id: g, context_id: *context_id });
                 unref.push(*context_id);
             }
         });
+        // The reverse reference binds a context to one namespace on this node: the first that
+        // registers it here (the one the node created it in, or joined it through). Another
+        // namespace registering the same id does not take it over — its members could
+        // otherwise write to the context, and its key would seal its traffic (see
+        // `GovernanceAuthorizer::check`). Within the namespace it may move between groups.
+        for context_id in registered {
+            match self.store.get(&ContextGroupRef { context_id })? {
+                Some(bound) if bound != g && self.namespace_of(&bound).is_ok_and(|ns| ns != namespace_id) => {
+                    tracing::warn!(
+                        %context_id, %namespace_id, bound_group = %bound,
+                        "a namespace registers a context bound to another namespace here: ignored on this node"
+                    );
+                }
+                _ => batch.put(&ContextGroupRef { context_id }, &g),
+            }
+        }
         // The reverse reference is node-wide: drop it only if it still names this group.
         for context_id in unref {
             if self.store.get(&ContextGroupRef { context_id })? == Some(g) {
