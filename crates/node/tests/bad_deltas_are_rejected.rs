@@ -183,6 +183,48 @@ fn a_bad_signature_in_a_batch_rejects_only_that_delta() {
     assert_eq!(engine.delta(&CTX, &deltas[40].delta_id).unwrap(), None);
 }
 
+/// A run longer than one signature chunk (its signatures are checked a chunk ahead of the
+/// apply, on other threads): every delta still gets its own verdict, in order.
+#[test]
+fn a_long_batch_checks_signatures_chunk_by_chunk() {
+    let engine = memory_engine();
+    let secret = SecretKey::from_bytes(&[1; 32]);
+    let mut parents = Vec::new();
+    let mut deltas = Vec::new();
+    for i in 0..700u64 {
+        let d = sign_delta(
+            &CTX,
+            parents,
+            &secret,
+            HybridTimestamp { physical_ms: 5, logical: i as u32 },
+            vec![Action::Put { key: format!("k{i}").into_bytes(), value: b"v".to_vec() }],
+            Vec::new(),
+        );
+        parents = vec![d.delta_id];
+        deltas.push(d);
+    }
+    // In the second and third chunks (of 256).
+    deltas[300].signature = secret.sign(b"not this delta");
+    deltas[520].hlc.logical += 1000;
+    deltas[650].signature = secret.sign(b"nor this one");
+    let results = engine.receive_many(&CTX, deltas.clone(), &AnyAuthor);
+    assert_eq!(results.len(), 700);
+    for (i, r) in results.iter().enumerate() {
+        match i {
+            300 | 650 => assert!(
+                matches!(r, Err(EngineError::Invalid(InvalidDelta::BadSignature(id))) if *id == deltas[i].delta_id),
+                "{i}: {r:?}"
+            ),
+            520 => assert!(matches!(r, Err(EngineError::Invalid(InvalidDelta::WrongId { .. })))),
+            i if i < 300 => assert_eq!(r.as_ref().unwrap().applied, vec![deltas[i].delta_id]),
+            _ => assert_eq!(r.as_ref().unwrap().applied, Vec::<DeltaId>::new()),
+        }
+    }
+    let view = engine.view(&CTX).unwrap();
+    assert_eq!(view.status.delta_count, 300);
+    assert_eq!(view.status.pending_count, 397);
+}
+
 #[test]
 fn a_full_pending_set_refuses_and_changes_nothing() {
     let store = weft_store::Store::open(weft_store::MemoryBackend::new::<weft_store::schema::Column>()).unwrap();

@@ -356,6 +356,34 @@ impl<B: Backend> DagStore for ContextDag<'_, B> {
     }
 }
 
+/// A received delta and the verdict of the checks before its signature.
+type Prechecked = (ContextDagDeltaValue, Result<(), EngineError>);
+
+/// Deltas of a run whose signatures are checked together, the next chunk while the current
+/// one is applied (see [`ContextEngine::receive_many`]).
+const VERIFY_CHUNK: usize = 256;
+
+/// Checks the signatures of the prechecked deltas as a batch: each delta, or why it is
+/// refused (its precheck's error, or its signature's).
+fn verified(items: Vec<Prechecked>) -> Vec<Result<ContextDagDeltaValue, EngineError>> {
+    let verdicts = {
+        let to_verify: Vec<&ContextDagDeltaValue> = items.iter().filter(|(_, p)| p.is_ok()).map(|(d, _)| d).collect();
+        check_signatures(&to_verify)
+    };
+    let mut verdicts = verdicts.into_iter();
+    items
+        .into_iter()
+        .map(|(delta, pre)| {
+            pre?;
+            // One verdict per prechecked delta; a missing one is a bug, never a pass.
+            verdicts
+                .next()
+                .ok_or_else(|| EngineError::Inconsistent("a delta's signature verdict is missing".into()))??;
+            Ok(delta)
+        })
+        .collect()
+}
+
 /// The engine's hash maps: foldhash (seeded per process) instead of SipHash, which showed
 /// as several per cent of the apply path. Keys are trie paths and application keys.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -591,24 +619,38 @@ impl<B: Backend> ContextEngine<B> {
         deltas: Vec<ContextDagDeltaValue>,
         authorizer: &dyn Authorizer,
     ) -> Vec<Result<ApplyOutcome, EngineError>> {
-        let prechecked: Vec<Result<(), EngineError>> =
-            deltas.iter().map(|d| self.precheck(context_id, d, authorizer)).collect();
-        let to_verify: Vec<&ContextDagDeltaValue> =
-            deltas.iter().zip(&prechecked).filter(|(_, p)| p.is_ok()).map(|(d, _)| d).collect();
-        let mut verdicts = check_signatures(&to_verify).into_iter();
-        let valid: Vec<Result<ContextDagDeltaValue, EngineError>> = deltas
+        let items: Vec<Prechecked> = deltas
             .into_iter()
-            .zip(prechecked)
-            .map(|(delta, pre)| {
-                pre?;
-                // One verdict per prechecked delta; a missing one is a bug, never a pass.
-                verdicts
-                    .next()
-                    .ok_or_else(|| EngineError::Inconsistent("a delta's signature verdict is missing".into()))??;
-                Ok(delta)
+            .map(|d| {
+                let pre = self.precheck(context_id, &d, authorizer);
+                (d, pre)
             })
             .collect();
-        self.admit_run(context_id, valid)
+        if items.len() <= VERIFY_CHUNK {
+            return self.admit_run(context_id, verified(items));
+        }
+        // A longer run: the next chunk's signatures are checked on other threads while this
+        // chunk is applied (the verdicts are the same, in the same order), so on a catch-up
+        // the checks overlap the apply instead of preceding it.
+        let mut chunks: std::collections::VecDeque<Vec<Prechecked>> = std::collections::VecDeque::new();
+        let mut items = items.into_iter().peekable();
+        while items.peek().is_some() {
+            chunks.push_back(items.by_ref().take(VERIFY_CHUNK).collect());
+        }
+        std::thread::scope(|scope| {
+            let mut next = chunks.pop_front().map(|c| scope.spawn(move || verified(c)));
+            let stream = std::iter::from_fn(|| {
+                let handle = next.take()?;
+                let chunk = match handle.join() {
+                    Ok(chunk) => chunk,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                };
+                next = chunks.pop_front().map(|c| scope.spawn(move || verified(c)));
+                Some(chunk)
+            })
+            .flatten();
+            self.admit_run(context_id, stream)
+        })
     }
 
     /// Admits valid deltas in order under one hold of the apply lock. Consecutive deltas
@@ -619,10 +661,11 @@ impl<B: Backend> ContextEngine<B> {
     fn admit_run(
         &self,
         context_id: &ContextId,
-        deltas: Vec<Result<ContextDagDeltaValue, EngineError>>,
+        deltas: impl IntoIterator<Item = Result<ContextDagDeltaValue, EngineError>>,
     ) -> Vec<Result<ApplyOutcome, EngineError>> {
         let _guard = lock(&self.apply_lock);
-        let mut results: Vec<Result<ApplyOutcome, EngineError>> = Vec::with_capacity(deltas.len());
+        let deltas = deltas.into_iter();
+        let mut results: Vec<Result<ApplyOutcome, EngineError>> = Vec::with_capacity(deltas.size_hint().0);
         let mut run: Option<Run<'_, B>> = None;
         // Indices of the results whose deltas sit in the uncommitted run.
         let mut in_run: Vec<usize> = Vec::new();
