@@ -225,6 +225,45 @@ fn a_long_batch_checks_signatures_chunk_by_chunk() {
     assert_eq!(view.status.pending_count, 397);
 }
 
+/// A batch larger than one run's byte budget (64 MiB) is applied over several runs: each
+/// delta still gets its verdict, and a bad one in the second run rejects only itself.
+#[test]
+fn a_batch_past_the_run_byte_budget_spans_runs() {
+    let store = weft_store::Store::open(weft_store::MemoryBackend::new::<weft_store::schema::Column>()).unwrap();
+    let limits = weft_node::context::DeltaLimits { max_delta_bytes: 4 << 20, ..Default::default() };
+    let engine = ContextEngine::new(store, weft_node::context::EngineConfig { limits, ..Default::default() });
+    engine.create_context(CTX, common::app()).unwrap();
+    let secret = SecretKey::from_bytes(&[1; 32]);
+    let mut parents = Vec::new();
+    let mut deltas = Vec::new();
+    // 40 deltas of 2 MiB: 80 MiB in all.
+    for i in 0..40u8 {
+        let actions = (0..2u8).map(|j| Action::Put { key: vec![i, j], value: vec![i; 1 << 20] }).collect();
+        let d = sign_delta(
+            &CTX,
+            parents,
+            &secret,
+            HybridTimestamp { physical_ms: 5, logical: u32::from(i) },
+            actions,
+            Vec::new(),
+        );
+        parents = vec![d.delta_id];
+        deltas.push(d);
+    }
+    deltas[39].signature = secret.sign(b"not this delta");
+    let results = engine.receive_many(&CTX, deltas.clone(), &AnyAuthor);
+    assert_eq!(results.len(), 40);
+    for (i, r) in results.iter().enumerate().take(39) {
+        assert_eq!(r.as_ref().unwrap().applied, vec![deltas[i].delta_id], "{i}");
+    }
+    assert!(matches!(results[39], Err(EngineError::Invalid(InvalidDelta::BadSignature(_)))));
+    let view = engine.view(&CTX).unwrap();
+    assert_eq!(view.status.delta_count, 39);
+    assert_eq!(view.status.key_count, 78);
+    assert_eq!(engine.get(&CTX, &[38, 1]).unwrap(), Some(vec![38; 1 << 20]));
+    assert_eq!(engine.recompute_root(&CTX).unwrap(), view.root_hash);
+}
+
 #[test]
 fn a_full_pending_set_refuses_and_changes_nothing() {
     let store = weft_store::Store::open(weft_store::MemoryBackend::new::<weft_store::schema::Column>()).unwrap();
