@@ -559,22 +559,22 @@ mod tests {
         assert_eq!(config.engine().limits, DeltaLimits::default());
         assert_eq!(config.engine().max_pending, EngineConfig::default().max_pending);
         let (net, defaults) = (config.net(), NetConfig::default());
+        assert_eq!(peer_bounds(&net), peer_bounds(&defaults));
         assert_eq!(
-            (
-                net.peer_queue_depth,
-                net.peer_request_rate,
-                net.peer_request_burst,
-                net.peer_gossip_rate,
-                net.peer_gossip_burst
-            ),
-            (
-                defaults.peer_queue_depth,
-                defaults.peer_request_rate,
-                defaults.peer_request_burst,
-                defaults.peer_gossip_rate,
-                defaults.peer_gossip_burst
-            )
+            (net.snapshot_threshold, net.snapshot_max_bytes, net.max_sessions),
+            (defaults.snapshot_threshold, defaults.snapshot_max_bytes, defaults.max_sessions)
         );
+    }
+
+    /// The per-peer bounds of a network configuration.
+    fn peer_bounds(net: &NetConfig) -> (usize, u32, u32, u32, u32) {
+        (
+            net.peer_queue_depth,
+            net.peer_request_rate,
+            net.peer_request_burst,
+            net.peer_gossip_rate,
+            net.peer_gossip_burst,
+        )
     }
 
     #[test]
@@ -582,16 +582,7 @@ mod tests {
         let text = "[sync]\npeer_queue_depth = 8\npeer_request_rate = 0\npeer_request_burst = 3\n\
                     peer_gossip_rate = 7\npeer_gossip_burst = 9\n";
         let net = parse(text).unwrap().net();
-        assert_eq!(
-            (
-                net.peer_queue_depth,
-                net.peer_request_rate,
-                net.peer_request_burst,
-                net.peer_gossip_rate,
-                net.peer_gossip_burst
-            ),
-            (8, 0, 3, 7, 9)
-        );
+        assert_eq!(peer_bounds(&net), (8, 0, 3, 7, 9));
         for key in ["peer_queue_depth", "peer_request_burst", "peer_gossip_burst"] {
             match parse(&format!("[sync]\n{key} = 0\n")).unwrap_err() {
                 ConfigError::Invalid { key: k, .. } => assert_eq!(k, format!("sync.{key}")),

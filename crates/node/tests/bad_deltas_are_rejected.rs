@@ -20,6 +20,24 @@ fn good(secret: &SecretKey) -> ContextDagDeltaValue {
     )
 }
 
+/// A chain of `n` deltas by `secret`, each on the one before, delta `i` doing `actions(i)`.
+fn chain(n: u64, secret: &SecretKey, actions: impl Fn(u64) -> Vec<Action>) -> Vec<ContextDagDeltaValue> {
+    let mut parents = Vec::new();
+    let mut deltas = Vec::new();
+    for i in 0..n {
+        let hlc = HybridTimestamp { physical_ms: 5, logical: i as u32 };
+        let d = sign_delta(&CTX, parents, secret, hlc, actions(i), Vec::new());
+        parents = vec![d.delta_id];
+        deltas.push(d);
+    }
+    deltas
+}
+
+/// One put of key `k<i>`.
+fn put_k(i: u64) -> Vec<Action> {
+    vec![Action::Put { key: format!("k{i}").into_bytes(), value: b"v".to_vec() }]
+}
+
 fn assert_unchanged(engine: &ContextEngine<MemoryBackend>, delta: &ContextDagDeltaValue) {
     let view = engine.view(&CTX).unwrap();
     assert!(view.heads.is_empty());
@@ -146,21 +164,8 @@ fn unknown_context_is_rejected() {
 fn a_bad_signature_in_a_batch_rejects_only_that_delta() {
     let engine = memory_engine();
     let secret = SecretKey::from_bytes(&[1; 32]);
-    let mut parents = Vec::new();
-    let mut deltas = Vec::new();
     // Enough deltas that the batch is split over threads.
-    for i in 0..100u64 {
-        let d = sign_delta(
-            &CTX,
-            parents,
-            &secret,
-            HybridTimestamp { physical_ms: 5, logical: i as u32 },
-            vec![Action::Put { key: format!("k{i}").into_bytes(), value: b"v".to_vec() }],
-            Vec::new(),
-        );
-        parents = vec![d.delta_id];
-        deltas.push(d);
-    }
+    let mut deltas = chain(100, &secret, put_k);
     deltas[40].signature = secret.sign(b"not this delta");
     deltas[70].hlc.logical += 1000;
     let results = engine.receive_many(&CTX, deltas.clone(), &AnyAuthor);
@@ -189,20 +194,7 @@ fn a_bad_signature_in_a_batch_rejects_only_that_delta() {
 fn a_long_batch_checks_signatures_chunk_by_chunk() {
     let engine = memory_engine();
     let secret = SecretKey::from_bytes(&[1; 32]);
-    let mut parents = Vec::new();
-    let mut deltas = Vec::new();
-    for i in 0..700u64 {
-        let d = sign_delta(
-            &CTX,
-            parents,
-            &secret,
-            HybridTimestamp { physical_ms: 5, logical: i as u32 },
-            vec![Action::Put { key: format!("k{i}").into_bytes(), value: b"v".to_vec() }],
-            Vec::new(),
-        );
-        parents = vec![d.delta_id];
-        deltas.push(d);
-    }
+    let mut deltas = chain(700, &secret, put_k);
     // In the second and third chunks (of 256).
     deltas[300].signature = secret.sign(b"not this delta");
     deltas[520].hlc.logical += 1000;
@@ -234,22 +226,10 @@ fn a_batch_past_the_run_byte_budget_spans_runs() {
     let engine = ContextEngine::new(store, weft_node::context::EngineConfig { limits, ..Default::default() });
     engine.create_context(CTX, common::app()).unwrap();
     let secret = SecretKey::from_bytes(&[1; 32]);
-    let mut parents = Vec::new();
-    let mut deltas = Vec::new();
     // 40 deltas of 2 MiB: 80 MiB in all.
-    for i in 0..40u8 {
-        let actions = (0..2u8).map(|j| Action::Put { key: vec![i, j], value: vec![i; 1 << 20] }).collect();
-        let d = sign_delta(
-            &CTX,
-            parents,
-            &secret,
-            HybridTimestamp { physical_ms: 5, logical: u32::from(i) },
-            actions,
-            Vec::new(),
-        );
-        parents = vec![d.delta_id];
-        deltas.push(d);
-    }
+    let mut deltas = chain(40, &secret, |i| {
+        (0..2u8).map(|j| Action::Put { key: vec![i as u8, j], value: vec![i as u8; 1 << 20] }).collect()
+    });
     deltas[39].signature = secret.sign(b"not this delta");
     let results = engine.receive_many(&CTX, deltas.clone(), &AnyAuthor);
     assert_eq!(results.len(), 40);
