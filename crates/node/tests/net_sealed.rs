@@ -107,6 +107,9 @@ async fn members_read_sealed_traffic_and_a_removed_member_stops() {
     assert!(d.engine.entries(&CTX).unwrap().is_empty());
     assert_eq!(d.engine.view(&CTX).unwrap().status.delta_count, 0);
     assert!(d.net.stats().sealed_unreadable.load(Ordering::Relaxed) > 0);
+    // Not even the heads and root: D never sees a member in sync, nor reads their status.
+    assert!(d.net.in_sync_peers(CTX).await.unwrap().is_empty());
+    assert_eq!(d.net.sync_target(CTX).await.unwrap(), None, "D read no member's status");
 
     // C is removed and the key rotated: C holds the old key only.
     let removal = a.gov.act(ns, root, &admin, OpBody::MemberRemoved { identity: c_id.public_key() }).unwrap();

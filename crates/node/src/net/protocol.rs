@@ -16,10 +16,10 @@
 //! For a context registered in a group that has a key (see
 //! [`crate::governance::Governance::current_group_key`]), everything carrying its state
 //! travels sealed under the group's current key — gossip deltas (`Gossip::Sealed`),
-//! `Deltas`, `Snapshot` and repair responses (`SyncResponse::Sealed`) and repair requests
-//! (`SyncRequest::Sealed`) — with the kind and the context bound as associated data
-//! ([`sealing_header`]). `Status` requests and responses (heads, root, counts) and the
-//! `Deltas` and `Snapshot` requests (heads, cursors) stay in the clear.
+//! `Status`, `Deltas`, `Snapshot` and repair responses (`SyncResponse::Sealed`) and repair
+//! requests (`SyncRequest::Sealed`) — with the kind and the context bound as associated
+//! data ([`sealing_header`]). The requests for status, deltas and snapshots (the asker's
+//! heads, a cursor) stay in the clear: they go to a peer the asker syncs with.
 //!
 //! Either side answers `Unknown` for a context or namespace it does not hold, and `Busy`
 //! to a request it refuses unserved because the asker went past its per-peer bounds (see
