@@ -151,7 +151,7 @@ pub enum ContextEvent {
 }
 
 /// Where a snapshot being received stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SnapshotProgress {
     /// `receiving`, `installed` or `failed`.
     pub stage: &'static str,
@@ -663,7 +663,11 @@ impl<B: Backend> NodeService<B> {
 
     /// The snapshot this node is receiving for a context, if a fresh join is under way.
     pub fn snapshot_progress(&self, context_id: &ContextId) -> Option<SnapshotProgress> {
-        self.snapshots.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(context_id).cloned()
+        self.snapshots_under_way().get(context_id).cloned()
+    }
+
+    fn snapshots_under_way(&self) -> std::sync::MutexGuard<'_, HashMap<ContextId, SnapshotProgress>> {
+        self.snapshots.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The members of a context: its group's members, or for a single-owner context this

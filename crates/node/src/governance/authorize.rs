@@ -103,8 +103,14 @@ impl<'a, B: Backend> GovernanceAuthorizer<'a, B> {
         let position = GovPosition::from_events(&delta.events).ok_or(DeltaAuthError::MissingPosition)??;
         // A context belongs to one namespace (see the module docs): a delta citing another,
         // even one that registers the same context id, is refused.
+        // (One read per delta when the context sits in the cited namespace's root group; the
+        // walk to a subgroup's namespace only otherwise.)
         if let Some(bound) = self.governance.group_of_context(context)? {
-            let bound = self.governance.namespace_of(&bound)?;
+            let bound = if bound == position.namespace_id.root_group() {
+                position.namespace_id
+            } else {
+                self.governance.namespace_of(&bound)?
+            };
             if bound != position.namespace_id {
                 return Err(DeltaAuthError::ForeignNamespace {
                     context: *context,

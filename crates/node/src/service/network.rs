@@ -272,15 +272,12 @@ impl<B: Backend> NodeService<B> {
                     bytes,
                     reason: None,
                 };
-                self.snapshots
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(context_id, progress.clone());
+                self.snapshots_under_way().insert(context_id, progress.clone());
                 self.emit(ContextEvent::Snapshot { context_id, peer, progress });
             }
             NetEvent::SnapshotInstalled { context_id, peer, keys, deltas, bytes, .. } => {
                 self.metrics.snapshot(true);
-                let last = self.snapshots.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&context_id);
+                let last = self.snapshots_under_way().remove(&context_id);
                 let progress = SnapshotProgress {
                     stage: "installed",
                     entries: last.map_or(keys, |p| p.entries),
@@ -294,20 +291,8 @@ impl<B: Backend> NodeService<B> {
             }
             NetEvent::SnapshotFailed { context_id, peer, reason } => {
                 self.metrics.snapshot(false);
-                let last = self.snapshots.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&context_id);
-                let progress = SnapshotProgress {
-                    stage: "failed",
-                    reason: Some(reason),
-                    ..last.unwrap_or(SnapshotProgress {
-                        stage: "failed",
-                        entries: 0,
-                        keys_total: 0,
-                        deltas: 0,
-                        deltas_total: 0,
-                        bytes: 0,
-                        reason: None,
-                    })
-                };
+                let last = self.snapshots_under_way().remove(&context_id);
+                let progress = SnapshotProgress { stage: "failed", reason: Some(reason), ..last.unwrap_or_default() };
                 self.emit(ContextEvent::Snapshot { context_id, peer, progress });
             }
             NetEvent::Rejected { context_id, peer, reason } => {
