@@ -13,13 +13,12 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{eventually, WEFT, WEFTD};
+use common::{drain, eventually, WEFT, WEFTD};
 use serde_json::{json, Value};
 
 /// Nodes; the first half is one side of the partition, the rest the other.
@@ -124,21 +123,6 @@ fn remove_stale() {
             let _ = ip(&["netns", "del", name]);
         }
     }
-}
-
-fn drain(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
-    let buf = Arc::new(Mutex::new(String::new()));
-    let sink = buf.clone();
-    std::thread::spawn(move || {
-        let mut chunk = [0u8; 4096];
-        while let Ok(n) = pipe.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&chunk[..n]));
-        }
-    });
-    buf
 }
 
 /// A weftd running in a namespace, driven with the weft CLI run in the same namespace.

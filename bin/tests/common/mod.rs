@@ -55,7 +55,8 @@ pub struct Node {
     pub stderr: Arc<Mutex<String>>,
 }
 
-fn drain(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
+/// Collects what `pipe` writes, on a thread of its own (so a child never blocks on a full pipe).
+pub fn drain(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
     let buf = Arc::new(Mutex::new(String::new()));
     let sink = buf.clone();
     std::thread::spawn(move || {

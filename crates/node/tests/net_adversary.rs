@@ -34,6 +34,19 @@ struct RawCodec;
 
 const RAW_LIMIT: u64 = 32 << 20;
 
+/// Everything the stream carries (up to [`RAW_LIMIT`]).
+async fn read_raw<T: AsyncRead + Unpin + Send>(io: &mut T) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    io.take(RAW_LIMIT).read_to_end(&mut out).await?;
+    Ok(out)
+}
+
+/// Writes `bytes` as they are and closes the stream.
+async fn write_raw<T: AsyncWrite + Unpin + Send>(io: &mut T, bytes: &[u8]) -> io::Result<()> {
+    io.write_all(bytes).await?;
+    io.close().await
+}
+
 impl request_response::Codec for RawCodec {
     type Protocol = StreamProtocol;
     type Request = Vec<u8>;
@@ -44,9 +57,7 @@ impl request_response::Codec for RawCodec {
         _: &StreamProtocol,
         io: &mut T,
     ) -> io::Result<Vec<u8>> {
-        let mut out = Vec::new();
-        io.take(RAW_LIMIT).read_to_end(&mut out).await?;
-        Ok(out)
+        read_raw(io).await
     }
 
     async fn read_response<T: AsyncRead + Unpin + Send>(
@@ -54,9 +65,7 @@ impl request_response::Codec for RawCodec {
         _: &StreamProtocol,
         io: &mut T,
     ) -> io::Result<Vec<u8>> {
-        let mut out = Vec::new();
-        io.take(RAW_LIMIT).read_to_end(&mut out).await?;
-        Ok(out)
+        read_raw(io).await
     }
 
     async fn write_request<T: AsyncWrite + Unpin + Send>(
@@ -65,8 +74,7 @@ impl request_response::Codec for RawCodec {
         io: &mut T,
         req: Vec<u8>,
     ) -> io::Result<()> {
-        io.write_all(&req).await?;
-        io.close().await
+        write_raw(io, &req).await
     }
 
     async fn write_response<T: AsyncWrite + Unpin + Send>(
@@ -75,8 +83,7 @@ impl request_response::Codec for RawCodec {
         io: &mut T,
         res: Vec<u8>,
     ) -> io::Result<()> {
-        io.write_all(&res).await?;
-        io.close().await
+        write_raw(io, &res).await
     }
 }
 

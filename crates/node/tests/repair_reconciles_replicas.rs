@@ -170,6 +170,20 @@ fn all_keys(writes: &Writes) -> Vec<Vec<u8>> {
 
 /// A repair session of `a` (asking) with `b` (answering), in process, through the wire
 /// encoding: walk until done, then one exchange. Returns (round trips, bytes).
+/// Damages `keys` on `e` behind the engine — every other key lost, the rest given a garbage
+/// value under their version — and reindexes them, so the trie shows the damage.
+fn damage(e: &Engine, keys: &[Vec<u8>]) {
+    for (i, k) in keys.iter().enumerate() {
+        let current = e.store().get(&StateVersion { context_id: CTX, app_key: RawTail(k.clone()) }).unwrap();
+        if i % 2 == 0 {
+            put_rows(e, k, None, None);
+        } else {
+            put_rows(e, k, Some(b"garbage"), current.as_ref());
+        }
+    }
+    e.reindex(&CTX, keys).unwrap();
+}
+
 fn session(a: &Engine, b: &Engine) -> (usize, usize) {
     let mut walk = a.repair_walk(&CTX).unwrap();
     let (mut rounds, mut bytes) = (0, 0);
@@ -312,15 +326,7 @@ fn repair_costs_follow_the_depth_and_the_differences() {
     assert!(matches!(nodes[1], Some(weft_node::context::merkle::TrieNode::Branch(_))));
     assert_eq!((&nodes[2], &nodes[3]), (&None, &None));
     let damaged: Vec<Vec<u8>> = (0..60u32).map(|i| (i * 331).to_be_bytes().to_vec()).collect();
-    for (i, k) in damaged.iter().enumerate() {
-        let current = b.store().get(&StateVersion { context_id: CTX, app_key: RawTail(k.clone()) }).unwrap();
-        if i % 2 == 0 {
-            put_rows(&b, k, None, None);
-        } else {
-            put_rows(&b, k, Some(b"garbage"), current.as_ref());
-        }
-    }
-    b.reindex(&CTX, &damaged).unwrap();
+    damage(&b, &damaged);
     assert_ne!(a.view(&CTX).unwrap().root_hash, b.view(&CTX).unwrap().root_hash);
     let started = std::time::Instant::now();
     let (rounds, bytes) = session(&a, &b);
@@ -418,15 +424,7 @@ fn repair_at_scale() {
     }
     let step = (n / diffs.max(1)).max(1);
     let damaged: Vec<Vec<u8>> = (0..diffs).map(|i| (i * step).to_be_bytes().to_vec()).collect();
-    for (i, k) in damaged.iter().enumerate() {
-        let current = b.store().get(&StateVersion { context_id: CTX, app_key: RawTail(k.clone()) }).unwrap();
-        if i % 2 == 0 {
-            put_rows(&b, k, None, None);
-        } else {
-            put_rows(&b, k, Some(b"garbage"), current.as_ref());
-        }
-    }
-    b.reindex(&CTX, &damaged).unwrap();
+    damage(&b, &damaged);
     eprintln!("built {n} keys on three engines in {:?}", started.elapsed());
     for (asker, responder, name) in [(&a, &b, "healthy side asks"), (&b, &a, "damaged side asks")] {
         let started = std::time::Instant::now();
@@ -437,14 +435,6 @@ fn repair_at_scale() {
         );
         assert_eq!(a.view(&CTX).unwrap().root_hash, b.view(&CTX).unwrap().root_hash);
         // Damage again for the other direction.
-        for (i, k) in damaged.iter().enumerate() {
-            let current = b.store().get(&StateVersion { context_id: CTX, app_key: RawTail(k.clone()) }).unwrap();
-            if i % 2 == 0 {
-                put_rows(&b, k, None, None);
-            } else {
-                put_rows(&b, k, Some(b"garbage"), current.as_ref());
-            }
-        }
-        b.reindex(&CTX, &damaged).unwrap();
+        damage(&b, &damaged);
     }
 }
