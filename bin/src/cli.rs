@@ -968,15 +968,10 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                         .collect::<Vec<_>>()
                         .join("\n")
                 });
-                cursor = r.get("next").and_then(Value::as_str).map(str::to_string);
-                match (&cursor, all) {
-                    (Some(_), true) => continue,
-                    (Some(next), false) if !json_out => {
-                        eprintln!("more entries follow: --start-after {next} (or --all)")
-                    }
-                    _ => {}
+                match next_page(&r, all, json_out, "entries") {
+                    Some(next) => cursor = Some(next),
+                    None => break,
                 }
-                break;
             }
         }
         Command::Private(PrivateCmd::Put { context_id, key, value, encoding }) => {
@@ -1065,15 +1060,10 @@ async fn group(client: &Client, json_out: bool, cmd: GroupCmd) -> Result<(), Cli
                         .collect::<Vec<_>>()
                         .join("\n")
                 });
-                cursor = r.get("next").and_then(Value::as_str).map(str::to_string);
-                match (&cursor, all) {
-                    (Some(_), true) => continue,
-                    (Some(next), false) if !json_out => {
-                        eprintln!("more members follow: --start-after {next} (or --all)")
-                    }
-                    _ => {}
+                match next_page(&r, all, json_out, "members") {
+                    Some(next) => cursor = Some(next),
+                    None => break,
                 }
-                break;
             }
         }
         GroupCmd::AddMember { group_id, identity, role } => {
@@ -1179,6 +1169,20 @@ fn snapshot_bar(s: &Value) -> String {
         n("deltas"),
         n("bytes") as f64 / 1e6
     )
+}
+
+/// The cursor of the page after `r`, when `--all` asks for every page; otherwise `None`,
+/// after telling the user (not under `--json`) that more `what` follow and how to get them.
+fn next_page(r: &Value, all: bool, json_out: bool, what: &str) -> Option<String> {
+    let next = r.get("next").and_then(Value::as_str).map(str::to_string);
+    match (next, all) {
+        (Some(next), true) => Some(next),
+        (Some(next), false) if !json_out => {
+            eprintln!("more {what} follow: --start-after {next} (or --all)");
+            None
+        }
+        _ => None,
+    }
 }
 
 /// The strings of the array at `k`, space-separated.
