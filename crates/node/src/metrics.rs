@@ -56,6 +56,7 @@ pub struct NodeMetrics {
     peer_queue_depth_peak: Gauge,
     peer_inbound_dropped: Family<[(&'static str, &'static str); 2], Counter>,
     sealed_messages: Family<[(&'static str, &'static str); 1], Counter>,
+    group_key_requests: Family<[(&'static str, &'static str); 1], Counter>,
     sync_sessions_deferred: Counter,
     sync_busy_received: Counter,
     event_queue_depth: Gauge,
@@ -108,6 +109,7 @@ impl NodeMetrics {
             peer_queue_depth_peak: Gauge::default(),
             peer_inbound_dropped: Family::default(),
             sealed_messages: Family::default(),
+            group_key_requests: Family::default(),
             sync_sessions_deferred: Counter::default(),
             sync_busy_received: Counter::default(),
             event_queue_depth: Gauge::default(),
@@ -184,6 +186,13 @@ impl NodeMetrics {
              unreadable (sealed under a key this node does not hold), withheld (not sent or \
              served: this node lacks the group's current key)",
             m.sealed_messages.clone(),
+        );
+        registry.register(
+            "group_key_requests",
+            "Group keys asked between peers, by outcome: requested (asked of a peer by this \
+             node), received (a key sent on request, stored here), served (a key sealed here for \
+             a member that asked)",
+            m.group_key_requests.clone(),
         );
         registry.register(
             "sync_sessions_deferred",
@@ -318,6 +327,12 @@ impl NodeMetrics {
             let counter = self.sealed_messages.get_or_create(&[("outcome", outcome)]);
             counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
         }
+        for (outcome, value) in
+            [("requested", &stats.keys_requested), ("received", &stats.keys_received), ("served", &stats.keys_served)]
+        {
+            let counter = self.group_key_requests.get_or_create(&[("outcome", outcome)]);
+            counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
+        }
         let gauge = |v: &std::sync::atomic::AtomicU64| i64::try_from(v.load(Relaxed)).unwrap_or(i64::MAX);
         self.peer_queue_items.set(gauge(&stats.inbound_queued));
         self.peer_queue_depth_max.set(gauge(&stats.inbound_queue_max));
@@ -394,6 +409,7 @@ mod tests {
         net.inbound_queue_max.store(9, std::sync::atomic::Ordering::Relaxed);
         net.busy_received.store(3, std::sync::atomic::Ordering::Relaxed);
         net.sealed_unreadable.store(4, std::sync::atomic::Ordering::Relaxed);
+        net.keys_served.store(2, std::sync::atomic::Ordering::Relaxed);
         net.sessions_deferred.store(2, std::sync::atomic::Ordering::Relaxed);
         m.observe_network(&net);
         let stats = StoreStats {
@@ -416,6 +432,7 @@ mod tests {
             "weft_sync_busy_received_total 3",
             "weft_sealed_messages_total{outcome=\"unreadable\"} 4",
             "weft_sealed_messages_total{outcome=\"sent\"} 0",
+            "weft_group_key_requests_total{outcome=\"served\"} 2",
             "weft_sync_sessions_deferred_total 2",
             "weft_rpc_calls_total{method=\"state_put\",outcome=\"ok\"} 1",
             "weft_rocksdb_estimate_keys{cf=\"state\"} 42",

@@ -164,6 +164,8 @@ impl Lies {
                     ciphertext: vec![0x58; 40],
                 },
             },
+            // Never a key.
+            Some(SyncRequest::GroupKey { .. }) => SyncResponse::GroupKey { envelope: None },
             None => SyncResponse::Unknown,
         };
         protocol::encode(&response).unwrap()

@@ -262,6 +262,73 @@ impl<B: Backend> Governance<B> {
     }
 }
 
+/// What a node answers a peer asking for one of a group's keys ([`Governance::key_for_member`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyAnswer {
+    /// The key, sealed to the asker's identity.
+    Envelope(Box<KeyEnvelope>),
+    /// Nothing: the asker is not a member, the key is not the group's, or this node does
+    /// not hold it. One answer for every reason, so asking teaches a non-member nothing.
+    Nothing,
+}
+
+impl<B: Backend> Governance<B> {
+    /// Answers a peer that asks, for `requester`, for key `key_id` of `group_id`: a fresh key
+    /// envelope from this node's identity in the namespace to `requester` if, in the current
+    /// fold, `requester` is a member of the group (any role) that can receive keys, the group
+    /// has had that key, and this node holds it. Only `requester`'s secret opens the envelope,
+    /// so a peer asking on another member's behalf learns nothing either. A member gets
+    /// older keys as well (to read history sealed under them), as catch-up serves it history.
+    pub fn key_for_member(
+        &self,
+        group_id: &GroupId,
+        key_id: &KeyId,
+        requester: &PublicKey,
+    ) -> Result<KeyAnswer, GovernanceError> {
+        let Ok(namespace_id) = self.namespace_of(group_id) else { return Ok(KeyAnswer::Nothing) };
+        let entitled = self.with_state(&namespace_id, |state| {
+            state.group(group_id).is_some_and(|g| {
+                g.role(requester).is_some() && g.key_ids.contains(key_id) && super::state::can_receive_keys(requester)
+            })
+        })?;
+        if !entitled {
+            return Ok(KeyAnswer::Nothing);
+        }
+        let (Some(identity), Some(key)) = (self.local_identity(&namespace_id)?, self.group_key(group_id, key_id)?)
+        else {
+            return Ok(KeyAnswer::Nothing);
+        };
+        Ok(KeyAnswer::Envelope(Box::new(KeyEnvelope::seal(&identity, requester, *group_id, &key)?)))
+    }
+
+    /// Takes a key a peer sent on request ([`Governance::key_for_member`]): the envelope must
+    /// be addressed to this node's identity in the group's namespace, for `group_id` and a key
+    /// the group has had in the current fold; it must open, and the key must match its id
+    /// (whoever sent it, a key with the right id is the right key). The key is stored (0x3A).
+    /// Returns its id.
+    pub fn accept_key_envelope(&self, group_id: &GroupId, envelope: &KeyEnvelope) -> Result<KeyId, GovernanceError> {
+        let refused = |why: &str| GovernanceError::KeyRefused(why.to_string());
+        let namespace_id = self.namespace_of(group_id)?;
+        let identity = self.local_identity(&namespace_id)?.ok_or_else(|| refused("no identity in the namespace"))?;
+        if envelope.recipient != identity.public_key() {
+            return Err(refused("the envelope is addressed to another identity"));
+        }
+        if envelope.group_id != *group_id {
+            return Err(refused("the envelope names another group"));
+        }
+        let known = self.with_state(&namespace_id, |state| {
+            state.group(group_id).is_some_and(|g| g.key_ids.contains(&envelope.key_id))
+        })?;
+        if !known {
+            return Err(refused("the group never had this key"));
+        }
+        let key = open_key_envelope(&identity, envelope, None).map_err(|e| refused(&e.to_string()))?;
+        let key_id = key.key_id();
+        self.store().put(&GroupKeyEntry { group_id: *group_id, key_id }, key.as_bytes())?;
+        Ok(key_id)
+    }
+}
+
 /// Opens the envelope `op` holds for `identity`, logging a failure.
 fn opened(op: &SignedOp, identity: &SecretKey) -> Option<GroupKey> {
     match open_rotation(op, identity)? {

@@ -82,12 +82,17 @@
 //! `Manual` policy (a `Frozen` group refuses the op). The migration method is
 //! recorded but not run: weft has no application runtime yet.
 //!
+//! A member that lacks one of its group's keys (added after the last rotation,
+//! or left out of one) gets it from a member peer on request: see
+//! [`Governance::key_for_member`] and [`Governance::accept_key_envelope`], used by
+//! the network's `GroupKey` request. A non-member is refused.
+//!
 //! Not built yet here: encrypting governance op payloads and keeping
-//! undecryptable ops as opaque skeletons (ops travel signed but in the clear),
-//! delivering an existing key to a member added later without a rotation (tags
-//! `0x51–0x5F` are reserved), running migration methods, and moving contexts at
-//! startup for upgrades that arrived while the node was down (the next
-//! `TargetApplicationSet` or `ContextRegistered` in the group triggers it).
+//! undecryptable ops as opaque skeletons (ops travel signed but in the clear; the
+//! design it needs, and why, is in `docs/group-keys.md`), running migration
+//! methods, and moving contexts at startup for upgrades that arrived while the
+//! node was down (the next `TargetApplicationSet` or `ContextRegistered` in the
+//! group triggers it).
 
 pub mod authorize;
 pub mod fold;
@@ -98,7 +103,7 @@ pub mod store;
 
 pub use authorize::{DeltaAuthError, GovernanceAuthorizer, SharedGovernanceAuthorizer};
 pub use fold::{Folded, Memo, OpGraph, Verdict};
-pub use keys::{open_rotation, rotation_body, KeyStatus};
+pub use keys::{open_rotation, rotation_body, KeyAnswer, KeyStatus};
 pub use op::{check_shape, check_signature, decode_op, InvalidOp, OpLimits};
 pub use state::{can_receive_keys, GovState, GroupState, Rejection, Stage, MAX_NONCE_AHEAD};
 pub use store::{Governance, GovernanceConfig, GovernanceError, MemberInfo, SubmitOutcome, Submitted};

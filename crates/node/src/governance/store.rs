@@ -103,6 +103,9 @@ pub enum GovernanceError {
     /// Sealing a group key for a member failed.
     #[error("group key: {0}")]
     Envelope(#[from] weft_primitives::EnvelopeError),
+    /// A key a peer sent was refused (misaddressed, unknown to the group, or not opening).
+    #[error("key refused: {0}")]
+    KeyRefused(String),
 }
 
 /// What became of a submitted op.
@@ -955,6 +958,15 @@ impl<B: Backend> Governance<B> {
         let mut memo = Memo::default();
         let folded = fold::fold(&graph, &mut memo);
         Ok(Loaded { graph, pending: HashMap::new(), memo, folded, rejected: BTreeMap::new() })
+    }
+
+    /// Runs `f` on the namespace's current folded state, without copying it.
+    pub(super) fn with_state<T>(
+        &self,
+        namespace_id: &NamespaceId,
+        f: impl FnOnce(&GovState) -> T,
+    ) -> Result<T, GovernanceError> {
+        self.with_loaded(namespace_id, |l| f(&l.folded.state))
     }
 
     fn with_loaded<T>(

@@ -108,10 +108,18 @@
 //!   without the current key (removed, or its rotation not logged yet) sends and
 //!   serves nothing about the context ([`NetStats::sealed_withheld`]); one that
 //!   receives something it holds no key for catches up the namespace's ops from the
-//!   sender (the rotation may deliver it) and otherwise ignores it
-//!   ([`NetStats::sealed_unreadable`]). Status answers (heads, root, counts) are sealed
-//!   too; the requests for status, deltas and snapshots (the asker's heads, a cursor) and
-//!   governance ops travel in the clear.
+//!   sender (the rotation may deliver it), asks the sender for the key itself, and
+//!   otherwise ignores it ([`NetStats::sealed_unreadable`]). Status answers (heads, root,
+//!   counts) are sealed too; the requests for status, deltas and snapshots (the asker's
+//!   heads, a cursor) and governance ops travel in the clear.
+//! - **Key recovery**: each anti-entropy round, for every group whose contexts this node
+//!   replicates, of which it is a member, and whose current key it lacks, it asks its
+//!   peers for the key
+//!   (`SyncRequest::GroupKey`, each peer at most once per [`KEY_RETRY`]). A peer answers with
+//!   the key sealed to the asker's identity if the asker is a member in its fold, else
+//!   with nothing ([`Governance::key_for_member`]); the asker stores a key that opens and
+//!   matches its id ([`Governance::accept_key_envelope`]). Counted in
+//!   [`NetStats::keys_requested`], [`NetStats::keys_received`] and [`NetStats::keys_served`].
 //!
 //! Not yet here (see the open issues): sealing governance op payloads.
 //!
@@ -139,8 +147,8 @@ use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
 use libp2p::{gossipsub, identify, identity, kad, noise, ping, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use weft_primitives::{
-    ContextDagDeltaValue, ContextId, DeltaId, GovPosition, GroupId, GroupKey, NamespaceId, OpId, Sealed, SecretKey,
-    SignedOp,
+    ContextDagDeltaValue, ContextId, DeltaId, GovPosition, GroupId, GroupKey, KeyId, NamespaceId, OpId, Sealed,
+    SecretKey, SignedOp,
 };
 use weft_store::schema::{ContextLeft, NamespaceGovHead};
 use weft_store::{Backend, Prefix, Read};
@@ -149,7 +157,7 @@ use crate::context::{
     check_signature, Authorizer, ContextEngine, EngineError, RepairEntry, RepairWalk, SnapshotBuilder, SnapshotCursor,
     WalkNode, WalkReply,
 };
-use crate::governance::{Governance, GovernanceError, Submitted};
+use crate::governance::{Governance, GovernanceError, KeyAnswer, Submitted};
 use protocol::{
     sealing_header, Gossip, SealedKind, SyncCodec, SyncRequest, SyncResponse, MAX_DELTAS_PER_RESPONSE, MAX_FRAME,
     MAX_OPS_PER_RESPONSE, MAX_REPAIR_KEYS, MAX_SNAPSHOT_ITEMS, MAX_WALK_ITEMS, REPAIR_BUDGET, SYNC_PROTOCOL,
@@ -177,6 +185,9 @@ pub const MAX_SNAPSHOT_SERVING: usize = 4;
 
 /// A snapshot served to a peer that has not asked for a page this long is dropped.
 pub const SNAPSHOT_IDLE: Duration = Duration::from_secs(60);
+
+/// How long before a group key asked of a peer (and not received) is asked of it again.
+pub const KEY_RETRY: Duration = Duration::from_secs(5);
 
 /// Most bytes of inbound requests and gossip queued per peer (one item is always admitted
 /// into an empty queue, whatever its size under [`MAX_FRAME`]).
@@ -464,6 +475,12 @@ pub struct NetStats {
     /// Messages about a keyed group's context not sent or served, for want of its current
     /// key here.
     pub sealed_withheld: AtomicU64,
+    /// Group keys asked of peers (`GroupKey` requests sent).
+    pub keys_requested: AtomicU64,
+    /// Group keys received on request and stored.
+    pub keys_received: AtomicU64,
+    /// Group keys served to members that asked (envelopes sent).
+    pub keys_served: AtomicU64,
     /// Inbound items (sync requests and gossip messages) queued for service now, all peers.
     pub inbound_queued: AtomicU64,
     /// Items queued now for the peer with the most queued.
@@ -494,8 +511,8 @@ enum Sealing {
 
 /// Why a sealed message was not opened.
 enum Unsealed {
-    /// This node does not hold the key (the group, when known).
-    NoKey(Option<GroupId>),
+    /// This node does not hold the key (the group and the key's id, when known).
+    NoKey(Option<(GroupId, KeyId)>),
     /// It is not a valid sealed message for this context.
     Bad(String),
 }
@@ -599,6 +616,7 @@ impl Network {
             ready: VecDeque::new(),
             queued: 0,
             since_round: 0,
+            keys_asked: HashMap::new(),
         };
         for addr in driver.config.listen.clone() {
             driver
@@ -798,6 +816,7 @@ enum Pending {
     RepairWalk(ContextId),
     RepairEntries(ContextId),
     Snapshot(ContextId),
+    GroupKey(GroupId, KeyId),
 }
 
 /// A snapshot this node is receiving (see [`crate::context::SnapshotBuilder`]).
@@ -894,6 +913,8 @@ struct Driver<B: Backend> {
     queued: usize,
     /// Swarm events taken in since the last service round.
     since_round: usize,
+    /// Group keys asked of a peer, and when (asked again after [`KEY_RETRY`]).
+    keys_asked: HashMap<(PeerId, GroupId, KeyId), Instant>,
 }
 
 /// A token bucket: `rate` tokens a second, holding at most `burst`; starts full.
@@ -1146,7 +1167,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             | Pending::RepairWalk(c)
             | Pending::RepairEntries(c)
             | Pending::Snapshot(c) => *c != context_id,
-            Pending::NamespaceStatus(_) | Pending::Ops(_) => true,
+            Pending::NamespaceStatus(_) | Pending::Ops(_) | Pending::GroupKey(..) => true,
         });
         let deferred = std::mem::take(&mut self.deferred);
         for entry in deferred {
@@ -1303,6 +1324,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 }
             }
         }
+        self.recover_keys(&connected);
         self.retry_deferred(None);
         self.served
             .lock()
@@ -1459,6 +1481,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                                 let response = self.unseal_response(peer, context_id, response);
                                 self.on_snapshot(peer, context_id, response)
                             }
+                            Some(Pending::GroupKey(group_id, key_id)) => {
+                                self.on_group_key(peer, group_id, key_id, response)
+                            }
                             None => {}
                         }
                     }
@@ -1485,6 +1510,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 }
                 Some(Pending::Snapshot(context_id)) => {
                     self.snapshot_failed(peer, context_id, format!("snapshot request failed: {error}"));
+                }
+                Some(Pending::GroupKey(group_id, key_id)) => {
+                    tracing::debug!(%peer, %group_id, %error, "key request failed");
+                    self.keys_asked.remove(&(peer, group_id, key_id));
                 }
                 None => {}
             },
@@ -1571,7 +1600,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     _ => return SyncResponse::Unknown,
                 }
             }
-            SyncRequest::NamespaceStatus { .. } | SyncRequest::Ops { .. } => return self.serve_plain(peer, request),
+            SyncRequest::NamespaceStatus { .. } | SyncRequest::Ops { .. } | SyncRequest::GroupKey { .. } => {
+                return self.serve_plain(peer, request)
+            }
             other => match request_context(&other) {
                 Some(context_id) => (context_id, other),
                 None => return SyncResponse::Unknown,
@@ -1650,13 +1681,13 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         match governance.group_of_context(context_id) {
             Ok(Some(g)) if g == group_id => {}
             Ok(Some(_)) => return Err(Unsealed::Bad("sealed under another group's key".into())),
-            _ => return Err(Unsealed::NoKey(Some(group_id))),
+            _ => return Err(Unsealed::NoKey(Some((group_id, sealed.key_id)))),
         }
         let key = match governance.group_key(&group_id, &sealed.key_id) {
             Ok(Some(key)) => key,
             _ => {
                 self.stats.sealed_unreadable.fetch_add(1, Ordering::Relaxed);
-                return Err(Unsealed::NoKey(Some(group_id)));
+                return Err(Unsealed::NoKey(Some((group_id, sealed.key_id))));
             }
         };
         let plain = weft_primitives::open(&key, &group_id, &sealing_header(kind, context_id), sealed)
@@ -1686,12 +1717,95 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
     }
 
-    /// Asks `peer` for the ops of `group`'s namespace (they may deliver a missing key).
-    fn catch_up_keys(&mut self, peer: PeerId, group: Option<GroupId>) {
-        let (Some(governance), Some(group_id)) = (&self.governance, group) else { return };
+    /// Asks `peer` for the ops of `group`'s namespace (a rotation among them may deliver the
+    /// missing key) and for the key itself (in case no rotation holds it for this node).
+    fn catch_up_keys(&mut self, peer: PeerId, missing: Option<(GroupId, KeyId)>) {
+        let (Some(governance), Some((group_id, key_id))) = (&self.governance, missing) else { return };
         if let Ok(namespace_id) = governance.namespace_of(&group_id) {
             if !self.namespace_catching_up.contains(&(peer, namespace_id)) {
                 self.ask_namespace_status(peer, namespace_id);
+            }
+        }
+        self.ask_group_key(peer, group_id, key_id);
+    }
+
+    /// Asks `peer` for key `key_id` of `group_id`, sealed to this node's identity in the
+    /// group's namespace — unless this node holds no identity there or already asked `peer`
+    /// within [`KEY_RETRY`]. The peer answers only if this identity is a member.
+    fn ask_group_key(&mut self, peer: PeerId, group_id: GroupId, key_id: KeyId) {
+        let Some(governance) = &self.governance else { return };
+        let Ok(namespace_id) = governance.namespace_of(&group_id) else { return };
+        let Ok(identity) = governance.identity(&namespace_id) else { return };
+        let now = Instant::now();
+        self.keys_asked.retain(|_, at| now.duration_since(*at) < KEY_RETRY);
+        if self.keys_asked.contains_key(&(peer, group_id, key_id)) {
+            return;
+        }
+        self.keys_asked.insert((peer, group_id, key_id), now);
+        self.stats.keys_requested.fetch_add(1, Ordering::Relaxed);
+        let request = SyncRequest::GroupKey { group_id, key_id, requester: identity.public_key() };
+        let id = self.send_sync_request(peer, request);
+        self.pending.insert(id, Pending::GroupKey(group_id, key_id));
+    }
+
+    /// A peer's answer to [`Driver::ask_group_key`]: a key sealed to this node is stored, and
+    /// the group's contexts are checked with the peer at once (they may have been withheld).
+    fn on_group_key(&mut self, peer: PeerId, group_id: GroupId, key_id: KeyId, response: SyncResponse) {
+        let Some(governance) = self.governance.clone() else { return };
+        let envelope = match response {
+            SyncResponse::GroupKey { envelope: Some(envelope) } if envelope.key_id == key_id => envelope,
+            SyncResponse::GroupKey { .. } | SyncResponse::Busy | SyncResponse::Unknown => {
+                tracing::debug!(%peer, %group_id, %key_id, "the peer sent no key");
+                return;
+            }
+            _ => {
+                tracing::info!(%peer, %group_id, "refused an answer to a key request: not a key");
+                return;
+            }
+        };
+        match governance.accept_key_envelope(&group_id, &envelope) {
+            Ok(_) => {
+                self.stats.keys_received.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(%peer, %group_id, %key_id, "received a group key on request");
+                self.keys_asked.retain(|(_, g, k), _| (*g, *k) != (group_id, key_id));
+                let contexts: Vec<ContextId> = self.topics.values().copied().collect();
+                for context_id in contexts {
+                    if matches!(governance.group_of_context(&context_id), Ok(Some(g)) if g == group_id)
+                        && !self.catching_up.contains(&(peer, context_id))
+                    {
+                        self.ask_status(peer, context_id);
+                    }
+                }
+            }
+            Err(e) => tracing::info!(%peer, %group_id, error = %e, "refused a key a peer sent"),
+        }
+    }
+
+    /// Asks connected peers for the current key of every group whose contexts this node
+    /// replicates and of which its identity is a member, but whose current key it lacks (a
+    /// member added after the last rotation, or one whose envelope never reached it). A
+    /// node that is no member asks only when a sealed message reaches it
+    /// ([`Driver::catch_up_keys`]), so it does not ask every peer every round.
+    fn recover_keys(&mut self, connected: &HashSet<PeerId>) {
+        let Some(governance) = self.governance.clone() else { return };
+        let groups: BTreeSet<GroupId> =
+            self.topics.values().filter_map(|c| governance.group_of_context(c).ok().flatten()).collect();
+        let mut wanted: Vec<(GroupId, KeyId)> = Vec::new();
+        for group_id in groups {
+            let Ok(Some(key_id)) = governance.current_key_id(&group_id) else { continue };
+            let Ok(identity) = governance.namespace_of(&group_id).and_then(|ns| governance.identity(&ns)) else {
+                continue;
+            };
+            if !matches!(governance.role(&group_id, &identity.public_key()), Ok(Some(_))) {
+                continue;
+            }
+            if !matches!(governance.group_key(&group_id, &key_id), Ok(Some(_))) {
+                wanted.push((group_id, key_id));
+            }
+        }
+        for (group_id, key_id) in wanted {
+            for peer in connected {
+                self.ask_group_key(*peer, group_id, key_id);
             }
         }
     }
@@ -1699,6 +1813,23 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     fn serve_plain(&self, peer: PeerId, request: SyncRequest) -> SyncResponse {
         match request {
             SyncRequest::Sealed { .. } => SyncResponse::Unknown,
+            SyncRequest::GroupKey { group_id, key_id, requester } => {
+                let answer = match &self.governance {
+                    Some(governance) => governance.key_for_member(&group_id, &key_id, &requester),
+                    None => Ok(KeyAnswer::Nothing),
+                };
+                match answer {
+                    Ok(KeyAnswer::Envelope(envelope)) => {
+                        self.stats.keys_served.fetch_add(1, Ordering::Relaxed);
+                        SyncResponse::GroupKey { envelope: Some(*envelope) }
+                    }
+                    Ok(KeyAnswer::Nothing) => SyncResponse::GroupKey { envelope: None },
+                    Err(e) => {
+                        tracing::warn!(%peer, %group_id, error = %e, "cannot answer a key request");
+                        SyncResponse::GroupKey { envelope: None }
+                    }
+                }
+            }
             SyncRequest::RepairWalk { context_id, nodes } => self.serve_repair_walk(&context_id, nodes),
             SyncRequest::Snapshot { context_id, session, cursor } => {
                 self.serve_snapshot(peer, context_id, session, &cursor)
@@ -2626,7 +2757,7 @@ fn request_context(request: &SyncRequest) -> Option<ContextId> {
         | SyncRequest::RepairEntries { context_id, .. }
         | SyncRequest::Snapshot { context_id, .. }
         | SyncRequest::Sealed { context_id, .. } => Some(*context_id),
-        SyncRequest::NamespaceStatus { .. } | SyncRequest::Ops { .. } => None,
+        SyncRequest::NamespaceStatus { .. } | SyncRequest::Ops { .. } | SyncRequest::GroupKey { .. } => None,
     }
 }
 

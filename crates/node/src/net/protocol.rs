@@ -12,6 +12,7 @@
 //! | `RepairWalk { context, nodes }` | `RepairWalk { replies }` | repair, walking the Merkle tries: the asker's nodes at up to [`MAX_WALK_ITEMS`] paths; per path the responder answers `Same`, its nodes at the children that differ, or its leaves below (see [`crate::context::RepairWalk`]) |
 //! | `RepairEntries { context, entries, keys }` | `RepairEntries { entries, answered }` | repair, exchanging the differing keys: the asker's entries (merged by the responder) and the keys it wants; the responder's entries for the first `answered` keys |
 //! | `Snapshot { context, session, cursor }` | `Snapshot { session, header, page, next }` | fresh join: a snapshot of the state and the DAG served from one read view held for the session (session 0 opens one and the answer carries the [`SnapshotHeader`]); each page resumes from the cursor (see [`crate::context::SnapshotPage`]) |
+//! | `GroupKey { group, key_id, requester }` | `GroupKey { envelope }` | key recovery: a member missing one of its group's keys asks a peer; the answer is the key sealed to the requester's identity (a [`weft_primitives::KeyEnvelope`]) if the requester is a member and the peer holds the key, else `None` (one answer for every refusal) |
 //!
 //! For a context registered in a group that has a key (see
 //! [`crate::governance::Governance::current_group_key`]), everything carrying its state
@@ -34,7 +35,10 @@ use std::io;
 
 use borsh::{BorshDeserialize, BorshSerialize};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, GroupId, Hash, NamespaceId, OpId, Sealed, SignedOp};
+use weft_primitives::{
+    ContextDagDeltaValue, ContextId, DeltaId, GroupId, Hash, KeyEnvelope, KeyId, NamespaceId, OpId, PublicKey, Sealed,
+    SignedOp,
+};
 
 use crate::context::{RepairEntry, SnapshotCursor, SnapshotHeader, SnapshotPage, WalkNode, WalkReply};
 
@@ -171,6 +175,17 @@ pub enum SyncRequest {
         /// The Borsh bytes of the request, sealed.
         sealed: Sealed,
     },
+    /// One of a group's keys, for a member that lacks it (it was added after the rotation,
+    /// or a message arrived sealed under a key it was never sent). The responder answers
+    /// with the key sealed to `requester` if `requester` is a member, else nothing.
+    GroupKey {
+        /// The group.
+        group_id: GroupId,
+        /// The key wanted.
+        key_id: KeyId,
+        /// The member identity (in the group's namespace) to seal the key to.
+        requester: PublicKey,
+    },
 }
 
 /// A sync response.
@@ -243,6 +258,12 @@ pub enum SyncResponse {
     /// (request rate, or queue of inbound work; see `NetConfig::peer_queue_depth`). Ask
     /// again later; nothing about the context follows from it.
     Busy,
+    /// The answer to `GroupKey`: the key sealed to the requester, or `None` (not a member,
+    /// not the group's key, or not held by the responder: one answer for all three).
+    GroupKey {
+        /// The envelope.
+        envelope: Option<KeyEnvelope>,
+    },
 }
 
 /// Encodes `msg` as one frame: a big-endian `u32` length, then the Borsh bytes.
@@ -361,6 +382,30 @@ mod tests {
         assert_eq!(hex(&encode(&req).unwrap()), format!("0000002901{}0000000000010000", "03".repeat(32)));
         assert_eq!(hex(&encode(&SyncResponse::Unknown).unwrap()), "0000000102");
         assert_eq!(hex(&encode(&SyncResponse::Busy).unwrap()), "0000000109");
+    }
+
+    #[test]
+    fn golden_group_key_request_and_response() {
+        let req = SyncRequest::GroupKey {
+            group_id: GroupId::from_bytes([0xA1; 32]),
+            key_id: KeyId::from_bytes([0xA2; 32]),
+            requester: PublicKey([0xA3; 32]),
+        };
+        // length 97 ‖ tag 8 ‖ group ‖ key id ‖ requester
+        assert_eq!(
+            hex(&encode(&req).unwrap()),
+            format!("0000006108{}{}{}", "a1".repeat(32), "a2".repeat(32), "a3".repeat(32))
+        );
+        // length 2 ‖ tag 10 ‖ option none
+        assert_eq!(hex(&encode(&SyncResponse::GroupKey { envelope: None }).unwrap()), "000000020a00");
+        // length 274 ‖ tag 10 ‖ option some ‖ the envelope's own (pinned) 272 bytes
+        let sender = weft_primitives::SecretKey::from_bytes(&[1; 32]);
+        let recipient = weft_primitives::SecretKey::from_bytes(&[2; 32]).public_key();
+        let key = weft_primitives::GroupKey::from_bytes([3; 32]);
+        let envelope = KeyEnvelope::seal(&sender, &recipient, GroupId::from_bytes([4; 32]), &key).unwrap();
+        let framed = encode(&SyncResponse::GroupKey { envelope: Some(envelope.clone()) }).unwrap();
+        assert_eq!(hex(&framed[..6]), "000001120a01");
+        assert_eq!(framed[6..], borsh::to_vec(&envelope).unwrap());
     }
 
     #[test]
