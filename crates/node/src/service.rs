@@ -389,7 +389,7 @@ impl<B: Backend> NodeService<B> {
         let (events, _) = broadcast::channel(EVENT_QUEUE);
         let engine = Arc::new(ContextEngine::new(store, engine_config));
         let governance = Arc::new(Governance::new(engine.shared_store().clone(), GovernanceConfig::default()));
-        Ok(NodeService {
+        let service = NodeService {
             engine,
             governance,
             network: OnceLock::new(),
@@ -402,7 +402,10 @@ impl<B: Backend> NodeService<B> {
             metrics,
             join_timeout: invitation::JOIN_TIMEOUT,
             snapshots: std::sync::Mutex::new(HashMap::new()),
-        })
+        };
+        // Upgrades logged before a stop may not have moved every context yet.
+        service.resume_upgrades();
+        Ok(service)
     }
 
     /// Sets how long `context_join` waits for the inviter's governance ops (default

@@ -63,3 +63,31 @@ fn setting_the_target_application_moves_the_contexts_and_completes_the_upgrade()
     assert_eq!((upgrade.from_version, upgrade.to_version), (1, 2));
     assert!(matches!(upgrade.status, GroupUpgradeStatus::Completed { .. }), "{upgrade:?}");
 }
+
+#[test]
+fn an_upgrade_logged_before_a_stop_moves_the_contexts_at_the_next_start() {
+    let config = NodeConfig::default();
+    let store = Arc::new(Store::open(MemoryBackend::new::<Column>()).unwrap());
+    let key = SecretKey::generate();
+    let open = || {
+        let metrics = Arc::new(NodeMetrics::new());
+        NodeService::new(store.clone(), key.clone(), config.limits.clone(), config.engine(), metrics).unwrap()
+    };
+    let s = open();
+    let v1 = s.app_install("chat", "1", b"v1 bytecode").unwrap();
+    let v2 = s.app_install("chat", "2", b"v2 bytecode").unwrap();
+    let created = s.context_create(None, Some(v1), None).unwrap();
+    let group = created.group_id;
+    // The op is logged (as a peer's op would be) but the node stops before moving anything.
+    let ns = s.governance().namespace_of(&group).unwrap();
+    let member = s.member_key(&ns).unwrap();
+    let body = weft_primitives::OpBody::TargetApplicationSet { application_id: v2, migration: None };
+    s.governance().act(ns, group, &member, body).unwrap();
+    assert_eq!(app_of(&s, created.context_id), v1);
+    drop(s);
+
+    let s = open();
+    assert_eq!(app_of(&s, created.context_id), v2);
+    let upgrade = s.group_upgrade(&group).unwrap().unwrap();
+    assert!(matches!(upgrade.status, GroupUpgradeStatus::Completed { .. }), "{upgrade:?}");
+}

@@ -79,8 +79,10 @@
 //! running the target (`completed`) and those that failed; when they add up it
 //! is `Completed { completed_at }`, and stays so. The op itself is the admin's
 //! request to migrate, so contexts move on it under both the `Automatic` and the
-//! `Manual` policy (a `Frozen` group refuses the op). The migration method is
-//! recorded but not run: weft has no application runtime yet.
+//! `Manual` policy (a `Frozen` group refuses the op). The service also moves
+//! contexts when it starts (`NodeService::resume_upgrades`: an upgrade logged
+//! before a stop) and when it joins a context of an upgraded group. The migration
+//! method is recorded but not run: weft has no application runtime yet.
 //!
 //! A member that lacks one of its group's keys (added after the last rotation,
 //! or left out of one) gets it from a member peer on request: see
@@ -89,10 +91,8 @@
 //!
 //! Not built yet here: encrypting governance op payloads and keeping
 //! undecryptable ops as opaque skeletons (ops travel signed but in the clear; the
-//! design it needs, and why, is in `docs/group-keys.md`), running migration
-//! methods, and moving contexts at startup for upgrades that arrived while the
-//! node was down (the next `TargetApplicationSet` or `ContextRegistered` in the
-//! group triggers it).
+//! design it needs, and why, is in `docs/group-keys.md`), and running migration
+//! methods.
 
 pub mod authorize;
 pub mod fold;

@@ -7,8 +7,8 @@ use weft_primitives::{
     AliasTarget, ApplicationId, Capabilities, ContextId, GroupId, GroupUpgradeValue, NamespaceId, OpBody, OpId,
     PublicKey, Role, UpgradePolicy,
 };
-use weft_store::schema::{ApplicationKey, GroupAlias, GroupContextAlias, GroupMemberAlias};
-use weft_store::{Backend, PrefixBy, Read};
+use weft_store::schema::{ApplicationKey, GroupAlias, GroupContextAlias, GroupMemberAlias, NamespaceGovHead};
+use weft_store::{Backend, Prefix, PrefixBy, Read};
 
 use super::{ContextEvent, NodeService, ServiceError};
 use crate::governance::MemberInfo;
@@ -163,6 +163,33 @@ impl<B: Backend> NodeService<B> {
         }
         if moves_contexts(&op.content.body) {
             self.apply_upgrade(&op.content.group_id);
+        }
+    }
+
+    /// Finishes the upgrades this node had not carried out: for every group of every
+    /// namespace held here that has an upgrade, moves the contexts this node holds that do
+    /// not run the target yet ([`NodeService::apply_upgrade`]). Run when the service
+    /// starts, for upgrades logged while the node was stopping or that arrived in an op it
+    /// logged before stopping. A failure is logged and the rest carry on.
+    pub fn resume_upgrades(&self) {
+        let namespaces = match self.store().scan(Prefix::<NamespaceGovHead>::family()).collect_all() {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the namespaces to resume their upgrades");
+                return;
+            }
+        };
+        for (head, _) in namespaces {
+            let groups: Vec<GroupId> = match self.governance.state(&head.namespace_id) {
+                Ok(state) => state.groups.iter().filter(|(_, g)| g.upgrade.is_some()).map(|(id, _)| *id).collect(),
+                Err(e) => {
+                    tracing::warn!(namespace_id = %head.namespace_id, error = %e, "cannot resume upgrades");
+                    continue;
+                }
+            };
+            for group_id in groups {
+                self.apply_upgrade(&group_id);
+            }
         }
     }
 

@@ -377,6 +377,9 @@ impl<B: Backend> NodeService<B> {
             Ok(()) | Err(crate::context::EngineError::ContextExists(_)) => {}
             Err(e) => return Err(e.into()),
         }
+        // The invitation names the application the context ran when it was issued; if the
+        // group has been upgraded since, the new replica moves to the target too.
+        self.apply_upgrade(&group_id);
         // Record the join (0x32) for every member to see, once.
         if !self.governance.has_joined(&context_id, &self.identity)? {
             self.act(group_id, OpBody::ContextJoined { context_id })?;
