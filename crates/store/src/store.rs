@@ -69,24 +69,43 @@ fn with_key<K: AsKeyParts, R>(key: &K, scratch: &mut Vec<u8>, f: impl FnOnce(&[u
     }
 }
 
+// The error paths are kept out of line: on the read path (a scan decodes every row) they
+// would otherwise be inlined next to the decoding, and the larger `Result`s cost extra moves.
+
+#[inline]
 fn decode_value<K: AsKeyParts>(key: &[u8], bytes: &[u8]) -> Result<OwnedValueOf<K>> {
-    K::Codec::decode(bytes).map_err(|source| StoreError::Value {
-        column: column_name::<K>(),
-        key_hex: hex(key),
-        source,
-    })
+    match K::Codec::decode(bytes) {
+        Ok(value) => Ok(value),
+        Err(source) => Err(value_error::<K>(key, source)),
+    }
 }
 
+#[inline]
 fn decode_owned_value<K: AsKeyParts>(key: &[u8], bytes: Vec<u8>) -> Result<OwnedValueOf<K>> {
-    K::Codec::decode_vec(bytes).map_err(|source| StoreError::Value {
-        column: column_name::<K>(),
-        key_hex: hex(key),
-        source,
-    })
+    match K::Codec::decode_vec(bytes) {
+        Ok(value) => Ok(value),
+        Err(source) => Err(value_error::<K>(key, source)),
+    }
 }
 
+#[cold]
+#[inline(never)]
+fn value_error<K: AsKeyParts>(key: &[u8], source: crate::error::DecodeError) -> StoreError {
+    StoreError::Value { column: column_name::<K>(), key_hex: hex(key), source }
+}
+
+#[inline]
 fn decode_key<K: FromKeyParts>(bytes: &[u8]) -> Result<K> {
-    K::from_key_bytes(bytes).map_err(|source| StoreError::Key { column: column_name::<K>(), source })
+    match K::from_key_bytes(bytes) {
+        Ok(key) => Ok(key),
+        Err(source) => Err(key_error::<K>(source)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn key_error<K: FromKeyParts>(source: crate::error::KeyError) -> StoreError {
+    StoreError::Key { column: column_name::<K>(), source }
 }
 
 impl<B: Backend, S: ColumnSet> Store<B, S> {
