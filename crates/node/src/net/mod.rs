@@ -19,7 +19,10 @@
 //!   `sync_batch`, and the asker keeps asking while the answer says `more` — asking
 //!   for the next page before applying the one it got, so serving and applying overlap.
 //!   A gossip delta whose parents are missing triggers the same request at
-//!   once, so nothing waits for the next tick.
+//!   once, so nothing waits for the next tick. A round checks at most a
+//!   share of the namespaces and contexts with each peer (half the peer's
+//!   request budget, `Driver::round_share`); a node holding more takes them in turn over the
+//!   following rounds, so none is starved by `Busy` answers.
 //! - **Governance**: with [`Governance`] attached, each namespace has a topic
 //!   (`weft/namespace/<id>`) carrying signed ops; received ops go through
 //!   [`Governance::submit`] (valid or known: accepted and forwarded; malformed or
@@ -617,6 +620,7 @@ impl Network {
             queued: 0,
             since_round: 0,
             keys_asked: HashMap::new(),
+            round_cursor: (0, 0),
         };
         for addr in driver.config.listen.clone() {
             driver
@@ -915,6 +919,9 @@ struct Driver<B: Backend> {
     since_round: usize,
     /// Group keys asked of a peer, and when (asked again after [`KEY_RETRY`]).
     keys_asked: HashMap<(PeerId, GroupId, KeyId), Instant>,
+    /// Where the next anti-entropy round starts among the contexts, and among the
+    /// namespaces, when a round cannot ask about all of them (see [`Driver::round_share`]).
+    round_cursor: (usize, usize),
 }
 
 /// A token bucket: `rate` tokens a second, holding at most `burst`; starts full.
@@ -1308,7 +1315,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 let _ = self.swarm.dial(addr);
             }
         }
-        let namespaces: Vec<NamespaceId> = self.namespace_topics.values().copied().collect();
+        let (namespaces, contexts) = self.due_this_round();
         for namespace_id in namespaces {
             for peer in &connected {
                 if !self.namespace_catching_up.contains(&(*peer, namespace_id)) {
@@ -1316,7 +1323,6 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 }
             }
         }
-        let contexts: Vec<ContextId> = self.topics.values().copied().collect();
         for context_id in contexts {
             for peer in &connected {
                 if !self.catching_up.contains(&(*peer, context_id)) {
@@ -1330,6 +1336,36 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .retain(|_, s| s.last_used.elapsed() < SNAPSHOT_IDLE);
+    }
+
+    /// How many status checks (namespaces and contexts together) one anti-entropy round
+    /// sends each peer: half the request burst a peer allows, and no more than half of what
+    /// its rate refills in a round — assuming peers share this node's `peer_request_*`
+    /// settings — so the checks leave room for the catch-up requests that follow them and
+    /// are not answered `Busy`. At least 1.
+    fn round_share(&self) -> usize {
+        let refill = f64::from(self.config.peer_request_rate) * self.config.anti_entropy_interval.as_secs_f64() / 2.0;
+        let burst = (self.config.peer_request_burst / 2) as usize;
+        burst.min(refill as usize).max(1)
+    }
+
+    /// The namespaces and contexts this round checks with every peer: all of them if they
+    /// fit in [`Driver::round_share`], else that many, taken in turn from where the last
+    /// round stopped (namespaces first, at most half the share while contexts wait), so
+    /// every one is checked within a bounded number of rounds and none is starved.
+    fn due_this_round(&mut self) -> (Vec<NamespaceId>, Vec<ContextId>) {
+        let share = self.round_share();
+        let mut namespaces: Vec<NamespaceId> = self.namespace_topics.values().copied().collect();
+        let mut contexts: Vec<ContextId> = self.topics.values().copied().collect();
+        if namespaces.len() + contexts.len() <= share {
+            return (namespaces, contexts);
+        }
+        namespaces.sort_unstable();
+        contexts.sort_unstable();
+        let for_namespaces = if contexts.is_empty() { share } else { share.div_ceil(2) };
+        let namespaces = take_in_turn(&namespaces, &mut self.round_cursor.1, for_namespaces);
+        let contexts = take_in_turn(&contexts, &mut self.round_cursor.0, share.saturating_sub(namespaces.len()));
+        (namespaces, contexts)
     }
 
     /// Sends a sync request, counting it and its bytes in [`NetStats`].
@@ -1391,12 +1427,12 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             SwarmEvent::ConnectionEstablished { peer_id, endpoint, num_established, .. } => {
                 self.swarm.behaviour_mut().kad.add_address(&peer_id, endpoint.get_remote_address().clone());
                 if num_established.get() == 1 {
-                    // Ops before deltas: the deltas may cite them.
-                    let namespaces: Vec<NamespaceId> = self.namespace_topics.values().copied().collect();
+                    // Ops before deltas: the deltas may cite them. As many as a round asks
+                    // about; the following rounds take the rest in turn.
+                    let (namespaces, contexts) = self.due_this_round();
                     for namespace_id in namespaces {
                         self.ask_namespace_status(peer_id, namespace_id);
                     }
-                    let contexts: Vec<ContextId> = self.topics.values().copied().collect();
                     for context_id in contexts {
                         self.ask_status(peer_id, context_id);
                     }
@@ -2749,6 +2785,17 @@ fn serve_ops<B: Backend>(
 }
 
 /// The context a context-level sync request is about.
+/// Up to `n` of `items`, starting at `*cursor` and wrapping around; moves the cursor past them.
+fn take_in_turn<T: Copy>(items: &[T], cursor: &mut usize, n: usize) -> Vec<T> {
+    if items.is_empty() || n == 0 {
+        return Vec::new();
+    }
+    let start = *cursor % items.len();
+    let n = n.min(items.len());
+    *cursor = (start + n) % items.len();
+    items.iter().cycle().skip(start).take(n).copied().collect()
+}
+
 fn request_context(request: &SyncRequest) -> Option<ContextId> {
     match request {
         SyncRequest::Status { context_id }
@@ -2764,6 +2811,18 @@ fn request_context(request: &SyncRequest) -> Option<ContextId> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounds_take_items_in_turn_and_wrap() {
+        let items = [1, 2, 3, 4, 5];
+        let mut cursor = 0;
+        assert_eq!(take_in_turn(&items, &mut cursor, 2), vec![1, 2]);
+        assert_eq!(take_in_turn(&items, &mut cursor, 2), vec![3, 4]);
+        assert_eq!(take_in_turn(&items, &mut cursor, 2), vec![5, 1]);
+        assert_eq!(take_in_turn(&items, &mut cursor, 9), vec![2, 3, 4, 5, 1]);
+        assert_eq!(take_in_turn(&items, &mut cursor, 0), Vec::<i32>::new());
+        assert_eq!(take_in_turn(&[] as &[i32], &mut cursor, 3), Vec::<i32>::new());
+    }
 
     #[test]
     fn a_bucket_allows_its_burst_then_its_rate() {
