@@ -6,49 +6,16 @@
 mod net_support;
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 use net_support::*;
 use weft_node::governance::{Governance, GovernanceError, KeyAnswer};
-use weft_primitives::{
-    open_key_envelope, ApplicationId, GroupId, KeyId, NamespaceId, NamespaceIdentityValue, OpBody, OpId, Role,
-    SecretKey, UpgradePolicy,
-};
-use weft_store::schema::{Column, GroupKeyEntry, NamespaceIdentity};
-use weft_store::{MemoryBackend, Read, Store};
+use weft_primitives::{open_key_envelope, ApplicationId, GroupId, KeyId, OpBody, Role, UpgradePolicy};
+use weft_store::schema::GroupKeyEntry;
+use weft_store::{MemoryBackend, Read};
 
 const TICK: Duration = Duration::from_millis(300);
 const WITHIN: Duration = Duration::from_secs(30);
-
-fn key(seed: u8) -> SecretKey {
-    SecretKey::from_bytes(&[seed; 32])
-}
-
-/// A store whose node has `identity` in `ns` (as a joining node records it).
-fn store_with_identity(ns: NamespaceId, identity: &SecretKey) -> Arc<Store<MemoryBackend, Column>> {
-    let store = memory_store();
-    let value = NamespaceIdentityValue {
-        public_key: identity.public_key(),
-        private_key: identity.to_bytes(),
-        sender_key: [7; 32],
-    };
-    store.put(&NamespaceIdentity { namespace_id: ns }, &value).unwrap();
-    store
-}
-
-async fn publish_ops(node: &Node<MemoryBackend>, ns: NamespaceId, ops: &[OpId]) {
-    for op in ops {
-        node.net.publish_op(ns, node.gov.op(&ns, op).unwrap().unwrap()).await.unwrap();
-    }
-}
-
-/// A write by `author` on `node`, citing the node's governance position, published.
-async fn write_as(node: &Node<MemoryBackend>, ns: NamespaceId, author: &SecretKey, k: &str) {
-    let position = node.gov.position(&ns).unwrap();
-    let (id, _) = node.engine.write_with_events(&CTX, author, put(k, "v"), vec![position.to_event()]).unwrap();
-    node.net.publish(CTX, node.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
-}
 
 fn holds(gov: &Governance<MemoryBackend>, group: &GroupId, key_id: &KeyId) -> bool {
     gov.store().get(&GroupKeyEntry { group_id: *group, key_id: *key_id }).unwrap().is_some()

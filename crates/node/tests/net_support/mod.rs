@@ -130,3 +130,35 @@ pub fn app() -> ApplicationMeta {
 }
 
 pub const CTX: ContextId = ContextId([0xC0; 32]);
+
+/// A store whose node has `identity` in `ns` (as a joining node records it).
+pub fn store_with_identity(ns: NamespaceId, identity: &SecretKey) -> Arc<Store<MemoryBackend, Column>> {
+    let store = memory_store();
+    let value = weft_primitives::NamespaceIdentityValue {
+        public_key: identity.public_key(),
+        private_key: identity.to_bytes(),
+        sender_key: [7; 32],
+    };
+    store.put(&weft_store::schema::NamespaceIdentity { namespace_id: ns }, &value).unwrap();
+    store
+}
+
+/// Publishes ops logged on `node` on the namespace's topic.
+pub async fn publish_ops(node: &Node<MemoryBackend>, ns: NamespaceId, ops: &[OpId]) {
+    for op in ops {
+        node.net.publish_op(ns, node.gov.op(&ns, op).unwrap().unwrap()).await.unwrap();
+    }
+}
+
+/// A write of `k` to [`CTX`] by `author` on `node`, citing the node's governance position,
+/// published.
+pub async fn write_as(node: &Node<MemoryBackend>, ns: NamespaceId, author: &SecretKey, k: &str) {
+    let position = node.gov.position(&ns).unwrap();
+    let (id, _) = node.engine.write_with_events(&CTX, author, put(k, "v"), vec![position.to_event()]).unwrap();
+    node.net.publish(CTX, node.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
+}
+
+/// A secret key of 32 `seed` bytes.
+pub fn key(seed: u8) -> SecretKey {
+    SecretKey::from_bytes(&[seed; 32])
+}
