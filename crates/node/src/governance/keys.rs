@@ -182,6 +182,12 @@ impl<B: Backend> Governance<B> {
         Ok(self.group_key(group_id, &key_id)?.map(|key| (key_id, key)))
     }
 
+    /// Whether this node has key `key_id` of the group stored (0x3A), without looking for
+    /// it in the group's log as [`Governance::group_key`] does on a miss: one read.
+    pub fn holds_group_key(&self, group_id: &GroupId, key_id: &KeyId) -> Result<bool, GovernanceError> {
+        Ok(self.store().get(&GroupKeyEntry { group_id: *group_id, key_id: *key_id })?.is_some())
+    }
+
     /// One of the group's keys, by id, if this node was sent it (to open payloads
     /// sealed under older keys). Reads 0x3A; on a miss, looks for the rotation in
     /// the group's log and opens it with this node's identity (a rotation logged

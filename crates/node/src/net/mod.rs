@@ -1835,7 +1835,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             if !matches!(governance.role(&group_id, &identity.public_key()), Ok(Some(_))) {
                 continue;
             }
-            if !matches!(governance.group_key(&group_id, &key_id), Ok(Some(_))) {
+            // The stored row only: a key a rotation in the log delivers is opened from the log
+            // when a message needs it (`group_key`); asking a peer for it as well is harmless.
+            if matches!(governance.holds_group_key(&group_id, &key_id), Ok(false)) {
                 wanted.push((group_id, key_id));
             }
         }
