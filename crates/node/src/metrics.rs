@@ -318,21 +318,19 @@ impl NodeMetrics {
             let counter = self.peer_inbound_dropped.get_or_create(&labels);
             counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
         }
-        for (outcome, value) in [
-            ("sent", &stats.sealed_sent),
-            ("opened", &stats.sealed_opened),
-            ("unreadable", &stats.sealed_unreadable),
-            ("withheld", &stats.sealed_withheld),
-        ] {
-            let counter = self.sealed_messages.get_or_create(&[("outcome", outcome)]);
-            counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
-        }
-        for (outcome, value) in
-            [("requested", &stats.keys_requested), ("received", &stats.keys_received), ("served", &stats.keys_served)]
-        {
-            let counter = self.group_key_requests.get_or_create(&[("outcome", outcome)]);
-            counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
-        }
+        follow_outcomes(
+            &self.sealed_messages,
+            &[
+                ("sent", &stats.sealed_sent),
+                ("opened", &stats.sealed_opened),
+                ("unreadable", &stats.sealed_unreadable),
+                ("withheld", &stats.sealed_withheld),
+            ],
+        );
+        follow_outcomes(
+            &self.group_key_requests,
+            &[("requested", &stats.keys_requested), ("received", &stats.keys_received), ("served", &stats.keys_served)],
+        );
         let gauge = |v: &std::sync::atomic::AtomicU64| i64::try_from(v.load(Relaxed)).unwrap_or(i64::MAX);
         self.peer_queue_items.set(gauge(&stats.inbound_queued));
         self.peer_queue_depth_max.set(gauge(&stats.inbound_queue_max));
@@ -382,6 +380,18 @@ impl NodeMetrics {
         // Encoding into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// Brings each `outcome`-labelled counter of `family` up to its network counter (only the
+/// scrape moves them, under its lock: the difference is added).
+fn follow_outcomes(
+    family: &Family<[(&'static str, &'static str); 1], Counter>,
+    outcomes: &[(&'static str, &std::sync::atomic::AtomicU64)],
+) {
+    for (outcome, value) in outcomes {
+        let counter = family.get_or_create(&[("outcome", *outcome)]);
+        counter.inc_by(value.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(counter.get()));
     }
 }
 
