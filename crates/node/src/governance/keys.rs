@@ -191,7 +191,9 @@ impl<B: Backend> Governance<B> {
     /// One of the group's keys, by id, if this node was sent it (to open payloads
     /// sealed under older keys). Reads 0x3A; on a miss, looks for the rotation in
     /// the group's log and opens it with this node's identity (a rotation logged
-    /// before the node held one), storing the key.
+    /// before the node held one), storing the key — unless the key is the current
+    /// one and the fold says it was not sent to this identity (a non-member's common
+    /// case, met on every sealed message it sees: no log walk).
     pub fn group_key(&self, group_id: &GroupId, key_id: &KeyId) -> Result<Option<GroupKey>, GovernanceError> {
         let row = GroupKeyEntry { group_id: *group_id, key_id: *key_id };
         if let Some(bytes) = self.store().get(&row)? {
@@ -199,6 +201,13 @@ impl<B: Backend> Governance<B> {
         }
         let namespace_id = self.namespace_of(group_id)?;
         let Some(identity) = self.local_identity(&namespace_id)? else { return Ok(None) };
+        let me = identity.public_key();
+        let not_sent = self.with_state(&namespace_id, |state| {
+            state.group(group_id).is_some_and(|g| g.key_id == Some(*key_id) && !g.key_holders.contains(&me))
+        })?;
+        if not_sent {
+            return Ok(None);
+        }
         let mut after = 0;
         loop {
             let page = self.group_log(group_id, after, LOG_PAGE)?;
