@@ -145,6 +145,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use libp2p::core::transport::ListenerId;
 use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
 use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
 use libp2p::{gossipsub, identify, identity, kad, noise, ping, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
@@ -191,6 +192,9 @@ pub const SNAPSHOT_IDLE: Duration = Duration::from_secs(60);
 
 /// How long before a group key asked of a peer (and not received) is asked of it again.
 pub const KEY_RETRY: Duration = Duration::from_secs(5);
+
+/// How long [`Network::start`] waits for its listeners to bind.
+pub const LISTEN_WAIT: Duration = Duration::from_secs(10);
 
 /// Most bytes of inbound requests and gossip queued per peer (one item is always admitted
 /// into an empty queue, whatever its size under [`MAX_FRAME`]).
@@ -622,12 +626,16 @@ impl Network {
             keys_asked: HashMap::new(),
             round_cursor: (0, 0),
         };
+        let mut listeners = HashSet::new();
         for addr in driver.config.listen.clone() {
-            driver
+            let id = driver
                 .swarm
                 .listen_on(addr.clone())
                 .map_err(|e| NetError::Listen { addr: addr.clone(), reason: e.to_string() })?;
+            listeners.insert(id);
         }
+        // Bound before anything is dialled, so `listen_addrs` answers as soon as this returns.
+        driver.await_listeners(listeners).await;
         for addr in driver.config.bootstrap.clone() {
             if let Err(e) = driver.swarm.dial(addr.clone()) {
                 tracing::warn!(%addr, error = %e, "cannot dial bootstrap peer");
@@ -991,6 +999,31 @@ struct Serving {
 const MAX_SERVING: usize = 64;
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
+    /// Waits (at most [`LISTEN_WAIT`]) until each of `listeners` has bound its first address
+    /// or failed, handling the swarm's events meanwhile as the running driver would. Without
+    /// this a caller could ask for the listen addresses before the transport had reported them
+    /// and get none (port 0 is only known once bound).
+    async fn await_listeners(&mut self, mut waiting: HashSet<ListenerId>) {
+        let deadline = tokio::time::Instant::now() + LISTEN_WAIT;
+        while !waiting.is_empty() {
+            let Ok(event) = tokio::time::timeout_at(deadline, self.swarm.select_next_some()).await else {
+                tracing::warn!(listeners = waiting.len(), "listeners not bound within {LISTEN_WAIT:?}");
+                return;
+            };
+            match &event {
+                SwarmEvent::NewListenAddr { listener_id, .. } | SwarmEvent::ListenerClosed { listener_id, .. } => {
+                    waiting.remove(listener_id);
+                }
+                SwarmEvent::ListenerError { listener_id, error } => {
+                    tracing::warn!(%error, "listener failed");
+                    waiting.remove(listener_id);
+                }
+                _ => {}
+            }
+            self.on_swarm_event(event);
+        }
+    }
+
     async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
         let mut tick = tokio::time::interval(self.config.anti_entropy_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
