@@ -11,8 +11,12 @@
 //! - `signatures/batch_256`: the signature checks alone for runs of 256 one-action deltas —
 //!   the floor the apply path is measured against.
 //! - `root_update/{1k,100k,1m}`: the cost of updating the Merkle root for one changed key
-//!   (trie reads from RocksDB, hashing, and the batch write of the changed nodes) in
-//!   tries of 1,000, 100,000 and 1,000,000 keys.
+//!   in tries of 1,000, 100,000 and 1,000,000 keys, as the engine does it: nodes read
+//!   through its trie memory (dirty nodes, cached branches, then RocksDB), hashing, the
+//!   changed nodes kept as dirty nodes, and checkpoints (writing the dirty nodes to
+//!   RocksDB) whenever they pass the engine's default threshold — their cost is included.
+//! - `root_update_stored/{1k,100k,1m}`: the same update with every changed node written to
+//!   RocksDB in a batch per key and no memory (how the engine worked before checkpoints).
 //!
 //! Run: `./x bench --bench apply` (or `cargo bench --workspace --bench apply`).
 
@@ -23,6 +27,7 @@ mod common;
 use common::mix;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use weft_node::context::merkle::{self, Change, EmptyTrie};
+use weft_node::context::trie_memory::{TrieMemory, TrieView};
 use weft_node::context::{check_signatures, sign_delta, AnyAuthor, ContextEngine, EngineConfig, StoredTrie};
 use weft_primitives::{Action, ApplicationMeta, ContextId, DeltaId, HybridTimestamp, SecretKey};
 use weft_store::schema::Column;
@@ -113,8 +118,26 @@ fn bench(c: &mut Criterion) {
         let mut batch = engine.store().batch();
         trie.stage(&built, &mut batch);
         engine.store().write(batch).expect("build trie");
+        let config = EngineConfig::default();
+        let memory = std::sync::Mutex::new(TrieMemory::new(config.trie_cache_bytes));
         let mut i = 0u64;
         group.bench_function(BenchmarkId::new("root_update", label), |b| {
+            b.iter(|| {
+                i += 1;
+                let change = Change::put(&key(mix(i) % size), &i.to_be_bytes());
+                let view = TrieView::new(engine.store(), ctx, &memory);
+                let update = merkle::update(&view, vec![change]).expect("update");
+                let mut memory = memory.lock().expect("memory");
+                memory.absorb(&ctx, update.writes);
+                if memory.dirty_bytes() > config.checkpoint_bytes {
+                    write_out(engine.store(), &ctx, &mut memory);
+                }
+                update.root
+            })
+        });
+        // The stored variant reads the rows alone: they must hold the nodes changed above.
+        write_out(engine.store(), &ctx, &mut memory.lock().expect("memory"));
+        group.bench_function(BenchmarkId::new("root_update_stored", label), |b| {
             b.iter(|| {
                 i += 1;
                 let change = Change::put(&key(mix(i) % size), &i.to_be_bytes());
@@ -127,6 +150,20 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// A checkpoint as the engine writes one: the context's dirty nodes in one batch, then clean.
+fn write_out(store: &Store<RocksBackend, Column>, ctx: &ContextId, memory: &mut TrieMemory) {
+    let mut batch = store.batch();
+    for (path, node) in memory.dirty(ctx).into_iter().flatten() {
+        let row = weft_store::schema::MerkleNode { context_id: *ctx, path: weft_store::RawTail(path.clone()) };
+        match node {
+            Some(n) => batch.put(&row, n),
+            None => batch.delete(&row),
+        }
+    }
+    store.write(batch).expect("checkpoint");
+    memory.settle(ctx);
 }
 
 criterion_group!(benches, bench);

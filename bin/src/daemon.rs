@@ -50,7 +50,7 @@ fn open_store(home: &Home, rocks: &weft_store::RocksConfig) -> Result<Store<Rock
     let path = home.data_dir();
     let store_err = |source| DaemonError::Store { path: path.clone(), source };
     let backend = RocksBackend::open::<Column>(&path, rocks).map_err(store_err)?;
-    Store::open(backend).map_err(store_err)
+    Store::open_with_migrations(backend, &weft_store::schema::migrations()).map_err(store_err)
 }
 
 /// `weftd run`: initializes the home if it is new, takes its lock, starts the RPC server,
@@ -106,6 +106,7 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
         if !config.p2p.bootstrap.is_empty() {
             println!("  bootstrap    {}", join(&config.p2p.bootstrap));
         }
+        tokio::spawn(checkpoint_idle_tries(Arc::downgrade(&service)));
         server.set_ready(service.clone());
         tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "store open, network listening; ready");
         println!("ready");
@@ -124,8 +125,33 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
     Ok(())
 }
 
-/// Flushes memtables and the WAL, then closes RocksDB by dropping the last reference.
+/// How often the daemon looks for contexts whose changed Merkle trie nodes can be written out.
+const CHECKPOINT_TICK: std::time::Duration = std::time::Duration::from_secs(2);
+/// A context whose trie has not changed for this long is checkpointed, so a quiet node keeps
+/// no trie nodes in memory and has no journal to replay after a crash.
+const CHECKPOINT_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Checkpoints idle contexts' tries every [`CHECKPOINT_TICK`] until the service goes.
+async fn checkpoint_idle_tries(service: std::sync::Weak<NodeService<RocksBackend>>) {
+    let mut tick = tokio::time::interval(CHECKPOINT_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(service) = service.upgrade() else { return };
+        match tokio::task::spawn_blocking(move || service.engine().checkpoint_idle(CHECKPOINT_IDLE)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "trie checkpoint failed; the changed nodes stay in memory"),
+            Err(_) => return,
+        }
+    }
+}
+
+/// Writes out the tries' changed nodes, flushes memtables and the WAL, then closes RocksDB
+/// by dropping the last reference.
 fn close(service: Arc<NodeService<RocksBackend>>) {
+    if let Err(e) = service.engine().checkpoint_all() {
+        tracing::error!(error = %e, "trie checkpoint at shutdown failed; the journal is replayed at next start");
+    }
     if let Err(e) = service.store().flush() {
         tracing::error!(error = %e, "flush at shutdown failed; the WAL still holds every acknowledged write");
     }
@@ -236,7 +262,8 @@ pub fn backup(home: &Home, dest: &Path, include_secrets: bool) -> Result<(), Dae
 fn scrub_secrets(data: &Path, rocks: &weft_store::RocksConfig) -> Result<(), DaemonError> {
     let store_err = |source| DaemonError::Store { path: data.to_path_buf(), source };
     let backend = RocksBackend::open::<Column>(data, rocks).map_err(store_err)?;
-    let store: Store<RocksBackend, Column> = Store::open(backend).map_err(store_err)?;
+    let store: Store<RocksBackend, Column> =
+        Store::open_with_migrations(backend, &weft_store::schema::migrations()).map_err(store_err)?;
     let namespaces = store.scan(Prefix::<NamespaceIdentity>::family()).collect_all().map_err(store_err)?;
     let contexts = store.scan(Prefix::<ContextIdentity>::family()).collect_all().map_err(store_err)?;
     let group_keys = store.scan(Prefix::<GroupKeyEntry>::family()).collect_all().map_err(store_err)?;
@@ -263,7 +290,8 @@ fn scrub_secrets(data: &Path, rocks: &weft_store::RocksConfig) -> Result<(), Dae
 }
 
 /// `weftd inspect`: column families with RocksDB's key-count and size estimates; with a
-/// context, its heads, root and counters and a from-scratch recomputation of its root.
+/// context, its heads, root and counters, a from-scratch recomputation of its root and a
+/// check of its stored Merkle trie rows against the trie of its state.
 /// Returns whether every check passed.
 pub fn inspect(home: &Home, context: Option<ContextId>) -> Result<bool, DaemonError> {
     let _lock = home.lock()?;
@@ -293,11 +321,22 @@ pub fn inspect(home: &Home, context: Option<ContextId>) -> Result<bool, DaemonEr
     println!("deltas    {} applied, {} pending", view.status.delta_count, view.status.pending_count);
     println!("keys      {}", view.status.key_count);
     println!("diverged  {} ({} divergences recorded)", view.status.diverged, divergences.len());
-    let ok = recomputed == view.root_hash;
+    let mut ok = recomputed == view.root_hash;
     if ok {
         println!("recheck   ok: the root recomputed from scratch matches");
     } else {
         println!("recheck   MISMATCH: recomputed from scratch {}", recomputed.to_hex());
+    }
+    // The stored trie rows, after replaying the trie journal if the last stop was not clean.
+    let trie = engine.check_trie(&context_id).map_err(other)?;
+    if trie.is_sound() {
+        println!("trie      ok: {} stored nodes, exactly the trie of the state", trie.stored_nodes);
+    } else {
+        ok = false;
+        println!(
+            "trie      MISMATCH: {} of {} stored nodes differ from the trie of the state",
+            trie.mismatched_nodes, trie.stored_nodes
+        );
     }
     Ok(ok)
 }

@@ -31,6 +31,11 @@ pub const DEFAULT_P2P_LISTEN: &str = "/ip4/0.0.0.0/tcp/7428";
 
 const MIB: u64 = 1 << 20;
 
+/// `mb` MiB in bytes (validated sizes fit; anything larger saturates).
+fn mib_to_bytes(mb: u64) -> usize {
+    usize::try_from(mb.saturating_mul(MIB)).unwrap_or(usize::MAX)
+}
+
 /// Errors reading or checking a configuration file.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -151,17 +156,25 @@ pub struct StorageConfig {
     pub wal_sync_interval_ms: u64,
     /// Background flush and compaction threads.
     pub background_jobs: u32,
+    /// Memory for cached Merkle trie branch nodes, in MiB (0: no cache).
+    pub trie_cache_mb: u64,
+    /// Memory for Merkle trie nodes changed since they were last written, in MiB: past it
+    /// the contexts holding the most are checkpointed (their nodes written out).
+    pub trie_checkpoint_mb: u64,
 }
 
 impl Default for StorageConfig {
     fn default() -> Self {
         let rocks = RocksConfig::default();
+        let engine = EngineConfig::default();
         StorageConfig {
             memory_budget_mb: rocks.cache_bytes as u64 / MIB,
             write_buffer_mb: rocks.write_buffer_bytes as u64 / MIB,
             wal_sync: WalSync::Buffered,
             wal_sync_interval_ms: 1000,
             background_jobs: u32::try_from(rocks.background_jobs).unwrap_or(2),
+            trie_cache_mb: engine.trie_cache_bytes as u64 / MIB,
+            trie_checkpoint_mb: engine.checkpoint_bytes as u64 / MIB,
         }
     }
 }
@@ -270,12 +283,13 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 18] = [
+        let positive: [(&'static str, u64); 19] = [
             ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
             ("rpc.max_connections", u64::from(self.rpc.max_connections)),
             ("storage.memory_budget_mb", self.storage.memory_budget_mb),
             ("storage.write_buffer_mb", self.storage.write_buffer_mb),
             ("storage.background_jobs", u64::from(self.storage.background_jobs)),
+            ("storage.trie_checkpoint_mb", self.storage.trie_checkpoint_mb),
             ("sync.anti_entropy_interval_ms", self.sync.anti_entropy_interval_ms),
             ("sync.catch_up_batch", u64::from(self.sync.catch_up_batch)),
             ("sync.max_sessions", u64::from(self.sync.max_sessions)),
@@ -305,8 +319,14 @@ impl NodeConfig {
             );
         }
         // 1 TiB: more is a typo, and the byte count must fit a usize on every target.
-        if self.storage.memory_budget_mb > 1 << 20 {
-            return invalid("storage.memory_budget_mb", "must be at most 1048576 (1 TiB)".into());
+        for (key, value) in [
+            ("storage.memory_budget_mb", self.storage.memory_budget_mb),
+            ("storage.trie_cache_mb", self.storage.trie_cache_mb),
+            ("storage.trie_checkpoint_mb", self.storage.trie_checkpoint_mb),
+        ] {
+            if value > 1 << 20 {
+                return invalid(key, "must be at most 1048576 (1 TiB)".into());
+            }
         }
         if self.storage.wal_sync == WalSync::Periodic && self.storage.wal_sync_interval_ms == 0 {
             return invalid(
@@ -343,10 +363,9 @@ impl NodeConfig {
 
     /// RocksDB settings.
     pub fn rocks(&self) -> RocksConfig {
-        let bytes = |mb: u64| usize::try_from(mb.saturating_mul(MIB)).unwrap_or(usize::MAX);
         RocksConfig {
-            cache_bytes: bytes(self.storage.memory_budget_mb),
-            write_buffer_bytes: bytes(self.storage.write_buffer_mb),
+            cache_bytes: mib_to_bytes(self.storage.memory_budget_mb),
+            write_buffer_bytes: mib_to_bytes(self.storage.write_buffer_mb),
             durability: match self.storage.wal_sync {
                 WalSync::Sync => Durability::Sync,
                 WalSync::Buffered => Durability::Buffered,
@@ -368,7 +387,8 @@ impl NodeConfig {
                 max_delta_bytes: usize_of(self.limits.max_delta_bytes),
             },
             max_pending: self.limits.max_pending,
-            ..EngineConfig::default()
+            trie_cache_bytes: mib_to_bytes(self.storage.trie_cache_mb),
+            checkpoint_bytes: mib_to_bytes(self.storage.trie_checkpoint_mb),
         }
     }
 
@@ -442,6 +462,13 @@ wal_sync = "{wal}"
 wal_sync_interval_ms = {wal_sync_interval_ms}
 # Background flush and compaction threads. Default 2.
 background_jobs = {background_jobs}
+# Memory for cached Merkle trie branch nodes, in MiB (0: none). Default 64.
+trie_cache_mb = {trie_cache_mb}
+# Merkle trie nodes changed by deltas are kept in memory and written out at
+# checkpoints (the state itself is written with every delta; after a crash the
+# trie is rebuilt from a journal). Past this many MiB of them, the contexts
+# holding the most are checkpointed. Default 64.
+trie_checkpoint_mb = {trie_checkpoint_mb}
 
 [sync]
 # How often to compare each context's heads and root with each peer's and catch
@@ -507,6 +534,8 @@ max_blob_bytes = {max_blob_bytes}
             write_buffer_mb = self.storage.write_buffer_mb,
             wal_sync_interval_ms = self.storage.wal_sync_interval_ms,
             background_jobs = self.storage.background_jobs,
+            trie_cache_mb = self.storage.trie_cache_mb,
+            trie_checkpoint_mb = self.storage.trie_checkpoint_mb,
             anti_entropy_interval_ms = self.sync.anti_entropy_interval_ms,
             catch_up_batch = self.sync.catch_up_batch,
             max_sessions = self.sync.max_sessions,

@@ -13,6 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::context::TrieStats;
 use crate::net::NetStats;
 use crate::stats::StoreStats;
 
@@ -60,6 +61,9 @@ pub struct NodeMetrics {
     sync_sessions_deferred: Counter,
     sync_busy_received: Counter,
     event_queue_depth: Gauge,
+    trie_memory: Family<[(&'static str, &'static str); 1], Gauge>,
+    trie_checkpoints: Counter,
+    trie_rebuilds: Counter,
     rpc_calls: Family<[(&'static str, String); 2], Counter>,
     event_subscribers: Gauge,
     events_dropped: Counter,
@@ -113,6 +117,9 @@ impl NodeMetrics {
             sync_sessions_deferred: Counter::default(),
             sync_busy_received: Counter::default(),
             event_queue_depth: Gauge::default(),
+            trie_memory: Family::default(),
+            trie_checkpoints: Counter::default(),
+            trie_rebuilds: Counter::default(),
             rpc_calls: Family::default(),
             event_subscribers: Gauge::default(),
             events_dropped: Counter::default(),
@@ -209,6 +216,21 @@ impl NodeMetrics {
             "Context events queued for the slowest subscriber",
             m.event_queue_depth.clone(),
         );
+        registry.register(
+            "trie_memory_bytes",
+            "Merkle trie nodes in the state engine's memory: changed since the last checkpoint (dirty) and cached branches (cached)",
+            m.trie_memory.clone(),
+        );
+        registry.register(
+            "trie_checkpoints",
+            "Checkpoints that wrote a context's changed Merkle trie nodes",
+            m.trie_checkpoints.clone(),
+        );
+        registry.register(
+            "trie_rebuilds",
+            "Merkle tries rebuilt from the state at recovery because the stored trie did not give the context's root (a damaged store)",
+            m.trie_rebuilds.clone(),
+        );
         registry.register("rpc_calls", "JSON-RPC calls by method and outcome", m.rpc_calls.clone());
         registry.register("event_subscribers", "Open context event subscriptions", m.event_subscribers.clone());
         registry.register(
@@ -288,6 +310,15 @@ impl NodeMetrics {
     /// Sets the depth of the context event queue.
     pub fn event_queue_depth(&self, depth: usize) {
         self.event_queue_depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the trie memory gauges and brings the checkpoint counter up to the engine's.
+    pub fn observe_tries(&self, stats: &TrieStats) {
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.trie_memory.get_or_create(&[("kind", "dirty")]).set(gauge(stats.dirty_bytes));
+        self.trie_memory.get_or_create(&[("kind", "cached")]).set(gauge(stats.cached_bytes));
+        self.trie_checkpoints.inc_by(stats.checkpoints.saturating_sub(self.trie_checkpoints.get()));
+        self.trie_rebuilds.inc_by(stats.rebuilds.saturating_sub(self.trie_rebuilds.get()));
     }
 
     /// Brings the network counters up to `stats` (call before [`NodeMetrics::render`]).

@@ -23,3 +23,16 @@ pub fn rocks_engine(dir: &std::path::Path) -> ContextEngine<RocksBackend> {
     let backend = RocksBackend::open::<Column>(dir, &RocksConfig::default()).expect("open");
     ContextEngine::new(Store::open(backend).expect("store"), EngineConfig::default())
 }
+
+/// A permutation of `0..n` drawn from `seed` (xorshift; the same seed, the same order).
+pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x = seed | 1;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}

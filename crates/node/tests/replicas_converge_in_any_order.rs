@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{memory_engine, CTX};
+use common::{memory_engine, shuffled, CTX};
 use proptest::prelude::*;
 use weft_node::context::{AnyAuthor, ContextEngine};
 use weft_primitives::{Action, ContextDagDeltaValue, SecretKey};
@@ -69,18 +69,6 @@ fn deliver(order: &[usize], deltas: &[ContextDagDeltaValue]) -> ContextEngine<Me
         assert!(outcome.divergences.is_empty(), "honest deltas never diverge: {outcome:?}");
     }
     replica
-}
-
-fn shuffled(n: usize, seed: u64) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut x = seed | 1;
-    for i in (1..n).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    order
 }
 
 proptest! {

@@ -11,17 +11,18 @@ use weft_primitives::{
     NamespaceIdentityValue, NonceWindow, OpId, PublicKey, Role, TrieNode,
 };
 
+use crate::backend::Backend;
 use crate::codec::{BorshCodec as B, Raw, Unit};
 use crate::column::ColumnOptions;
 use crate::segment::{RawTail, Text};
-use crate::{columns, keys};
+use crate::{columns, keys, Migration};
 
 /// Values at least this large go to blob files in the Delta, Blobs and Application columns.
 pub const BLOB_MIN_SIZE: u64 = 4096;
 
 columns! {
     /// The node's column families (seed 002). The string is the stable on-disk name.
-    pub enum Column: version 1, meta Meta {
+    pub enum Column: version 2, meta Meta {
         /// Context metadata (application, root hash, DAG heads); also the schema version row.
         Meta => "meta", ColumnOptions::point();
         /// Per-context revision counters.
@@ -40,12 +41,23 @@ columns! {
         Application => "application", ColumnOptions::point().blobs(BLOB_MIN_SIZE);
         /// Human-readable name → id.
         Alias => "alias", ColumnOptions::point_and_scan(33);
-        /// Everything else, partitioned by a prefix byte (0x00 generic, 0x01–0x06 the state engine,
-        /// 0x07 the node's left contexts).
+        /// Everything else, partitioned by a prefix byte (0x00 generic, 0x01–0x06 and 0x08 the
+        /// state engine, 0x07 the node's left contexts).
         Generic => "generic", ColumnOptions::point_and_scan(33);
         /// Governance, partitioned by the prefix bytes 0x20–0x3A.
         Group => "group", ColumnOptions::point_and_scan(33);
     }
+}
+
+/// The node schema's migrations, in order: open a node store with
+/// `Store::open_with_migrations(backend, &migrations())`.
+///
+/// - 1 → 2: the trie journal (Generic 0x08). Before it every batch wrote the Merkle trie rows
+///   it changed, so a version-1 store's trie rows are complete and its journal is empty:
+///   nothing to rewrite. The version still moves, so a binary that knows no journal refuses
+///   a store whose trie rows may lag its state.
+pub fn migrations<B: Backend>() -> Vec<Migration<B, Column>> {
+    vec![Migration { from: 1, description: "the trie journal (Generic 0x08): nothing to rewrite", run: |_| Ok(()) }]
 }
 
 /// The kinds of alias in the Alias column (the `kind` segment of [`AliasKey`]).
@@ -79,8 +91,8 @@ keys! {
     pub struct ApplicationKey in Application { application_id: ApplicationId } => B<ApplicationMeta>;
     /// An alias: kind, the scope it is unique in, the name → the 32-byte id it names.
     pub struct AliasKey in Alias { kind: u8, scope: [u8; 32] ; name: Text } => B<[u8; 32]>;
-    // Generic column: uncategorized data, the state engine's bookkeeping (0x00–0x06) and
-    // the contexts this node left (0x07).
+    // Generic column: uncategorized data, the state engine's bookkeeping (0x01–0x06, 0x08)
+    // and the contexts this node left (0x07).
     /// Uncategorized data: a 32-byte scope and a raw fragment.
     pub struct GenericKey in Generic [0x00] { scope: [u8; 32] ; fragment: RawTail } => Raw;
     /// A Merkle trie node of a context's state, by nibble path (one byte per nibble).
@@ -98,6 +110,10 @@ keys! {
     /// This node left the context (`context_leave`): it is kept but not replicated, and not
     /// joined at start. Value: when it left, ms since the Unix epoch. Node-local, never sent.
     pub struct ContextLeft in Generic [0x07] { context_id: ContextId } => B<u64>;
+    /// The trie journal: a delta applied since the context's Merkle trie rows were last
+    /// written (a checkpoint), by the context's delta count before it. Replayed at first use
+    /// after a crash, emptied by each checkpoint.
+    pub struct TrieJournal in Generic [0x08] { context_id: ContextId, seq: u64 } => B<DeltaId>;
 
     // Group column: membership and metadata (0x20–0x23).
     /// Group metadata.

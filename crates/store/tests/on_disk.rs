@@ -133,10 +133,12 @@ fn older_stores_migrate_in_order_and_failures_stop_at_the_old_version() {
     let failing = [Migration { from: 0, description: "fails", run: fail }];
     let backend = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).unwrap();
     assert!(matches!(Store::open_with_migrations(backend, &failing), Err(StoreError::Migration { from: 0, .. })));
-    let migrations = [Migration { from: 0, description: "mark", run: mark_migrated }];
+    // The step from 0, then the node schema's own steps, in order, to the current version.
+    let mut migrations = vec![Migration { from: 0, description: "mark", run: mark_migrated }];
+    migrations.extend(weft_store::schema::migrations());
     let backend = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).unwrap();
     let store = Store::open_with_migrations(backend, &migrations).unwrap();
-    assert_eq!(store.schema_version().unwrap(), Some(1));
+    assert_eq!(store.schema_version().unwrap(), Some(Column::SCHEMA_VERSION));
     assert_eq!(store.get(&marker).unwrap(), Some(b"yes".to_vec()));
 }
 
@@ -166,4 +168,22 @@ fn a_failed_conditional_batch_writes_nothing_even_after_reopen() {
     }
     let store = open(dir.path()).unwrap();
     assert_eq!(store.get(&ContextState { context_id: ctx, app_key: RawTail(b"a".to_vec()) }).unwrap(), None);
+}
+
+/// A store written at schema version 1 (before the trie journal) opens with the node's
+/// migrations, keeps its rows and reaches the current version; without them it is a clear error.
+#[test]
+fn a_version_1_store_migrates_to_the_current_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = ContextState { context_id: ContextId::from_bytes([9; 32]), app_key: RawTail(b"k".to_vec()) };
+    {
+        let store = open(dir.path()).unwrap();
+        store.put(&row, b"v").unwrap();
+        store.set_schema_version(1).unwrap();
+    }
+    assert!(matches!(open(dir.path()), Err(StoreError::MissingMigration { from: 1 })));
+    let backend = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).unwrap();
+    let store = Store::open_with_migrations(backend, &weft_store::schema::migrations()).unwrap();
+    assert_eq!(store.schema_version().unwrap(), Some(2));
+    assert_eq!(store.get(&row).unwrap(), Some(b"v".to_vec()));
 }

@@ -6,8 +6,10 @@
 //! delivery order yields byte-identical state, Merkle trie and root.
 //!
 //! Everything one delta changes — its Delta row, its DAG node, the state rows,
-//! the versions, the Merkle trie nodes, the heads and root in ContextMeta and the
-//! counters — is written in one atomic batch. A delta whose parents are missing
+//! the versions, the heads and root in ContextMeta, the counters and its entry in
+//! the trie journal — is written in one atomic batch. The Merkle trie nodes it
+//! changes stay in memory until the next checkpoint writes them (see
+//! [`checkpoint`](self::checkpoint) for why that is crash-safe). A delta whose parents are missing
 //! waits in a bounded, durable pending set (its Delta row with `applied = false`,
 //! indexed under each missing parent) and is applied as soon as its parents are.
 //!
@@ -21,7 +23,7 @@
 //! diverged, counts the divergence, records it (DivergenceRecord) for repair and
 //! is reported to the caller, who starts repair.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use weft_dag::{Admission, DagError, DagStore, Lacking, Limits, Release};
@@ -31,12 +33,13 @@ use weft_primitives::{
 };
 use weft_store::schema::{
     Column, ContextDagDelta, ContextMeta, ContextPrivateState, ContextState, ContextStatus, DagNode, DivergenceRecord,
-    MerkleNode, PendingByParent, StateVersion,
+    MerkleNode, PendingByParent, StateVersion, TrieJournal,
 };
 use weft_store::{Backend, PrefixBy, RawTail, Read, Store, StoreError, WriteBatch};
 
 use super::delta::{check_shape, check_signature, check_signatures, sign_delta, DeltaLimits, InvalidDelta};
 use super::merkle::{self, Change, TrieNode, TrieStore};
+use super::trie_memory::{FastMap, TrieMemory};
 
 // Merkle repair lives in its own file, as a child of this module (it needs the engine's
 // apply lock, trie cache and helpers).
@@ -45,6 +48,10 @@ mod repair;
 // Snapshots for fresh joins, likewise.
 #[path = "snapshot.rs"]
 mod snapshot;
+// Trie checkpoints and recovery, likewise.
+#[path = "checkpoint.rs"]
+pub mod checkpoint;
+pub use checkpoint::{TrieCheck, TrieStats};
 pub use repair::{
     hash_prefix, HashPrefix, RepairEntry, RepairOutcome, RepairWalk, WalkNode, WalkReply, MAX_PATH, MAX_SESSION_KEYS,
     SMALL_SUBTREE_CHILDREN, SMALL_SUBTREE_LEAVES, WALK_HASH_BYTES, WALK_LEAVES,
@@ -167,12 +174,21 @@ pub struct EngineConfig {
     /// Memory for decoded Merkle branch nodes, so an update reads the store only near the
     /// leaves (0 disables the cache).
     pub trie_cache_bytes: usize,
+    /// Memory for Merkle trie nodes changed since they were last written: past it, the
+    /// contexts with the most are checkpointed (see [`checkpoint`](self::checkpoint)).
+    pub checkpoint_bytes: usize,
 }
 
 impl Default for EngineConfig {
-    /// Default limits, 100,000 pending deltas per context, a 64 MiB trie cache.
+    /// Default limits, 100,000 pending deltas per context, a 64 MiB trie cache, checkpoints
+    /// past 64 MiB of changed trie nodes.
     fn default() -> Self {
-        EngineConfig { limits: DeltaLimits::default(), max_pending: 100_000, trie_cache_bytes: 64 << 20 }
+        EngineConfig {
+            limits: DeltaLimits::default(),
+            max_pending: 100_000,
+            trie_cache_bytes: 64 << 20,
+            checkpoint_bytes: 64 << 20,
+        }
     }
 }
 
@@ -181,92 +197,16 @@ pub struct ContextEngine<B: Backend> {
     store: Arc<Store<B, Column>>,
     config: EngineConfig,
     clock: Mutex<HybridClock>,
-    /// Serializes applies so each reads the state the previous one wrote.
+    /// Serializes applies so each reads the state the previous one wrote; every read of a
+    /// trie happens under it too.
     apply_lock: Mutex<()>,
-    /// Decoded branch nodes of every context's trie (see [`TrieCache`]).
-    trie_cache: Mutex<TrieCache>,
-}
-
-/// Decoded Merkle *branch* nodes, keyed by context and path, kept coherent with the store:
-/// filled on reads, updated only after the batch holding a trie update has been written.
-/// Leaves (the bulk of a trie) are not cached. Once `capacity` bytes are used, new nodes
-/// are not added, but cached ones are still updated or dropped, so the cache never serves
-/// a node the store no longer holds. Top levels, read by every update, enter first.
-struct TrieCache {
-    /// Per context, path → branch node (two levels, so a lookup borrows the path).
-    nodes: FastMap<ContextId, FastMap<Vec<u8>, TrieNode>>,
-    bytes: usize,
-    capacity: usize,
-}
-
-impl TrieCache {
-    fn cost(path: &[u8], node: &TrieNode) -> usize {
-        let children = match node {
-            TrieNode::Branch(c) => c.len(),
-            TrieNode::Leaf(_) => 0,
-        };
-        32 + path.len() + children * 33 + 64
-    }
-
-    fn get(&self, context_id: &ContextId, path: &[u8]) -> Option<TrieNode> {
-        if self.capacity == 0 {
-            return None;
-        }
-        self.nodes.get(context_id)?.get(path).cloned()
-    }
-
-    /// Stores `node` at `path` (replacing what is cached there), or forgets the path if
-    /// `node` is not a branch or does not fit.
-    fn set(&mut self, context_id: &ContextId, path: &[u8], node: Option<&TrieNode>) {
-        let nodes = self.nodes.entry(*context_id).or_default();
-        if let Some(old) = nodes.remove(path) {
-            self.bytes -= Self::cost(path, &old);
-        }
-        if let Some(node @ TrieNode::Branch(_)) = node {
-            let cost = Self::cost(path, node);
-            if self.bytes + cost <= self.capacity {
-                self.bytes += cost;
-                nodes.insert(path.to_vec(), node.clone());
-            }
-        }
-    }
-
-    /// [`TrieCache::set`] taking the path and node by value (no copies).
-    fn set_owned(&mut self, context_id: &ContextId, path: Vec<u8>, node: Option<TrieNode>) {
-        let nodes = self.nodes.entry(*context_id).or_default();
-        if let Some(old) = nodes.remove(&path) {
-            self.bytes -= Self::cost(&path, &old);
-        }
-        if let Some(node @ TrieNode::Branch(_)) = node {
-            let cost = Self::cost(&path, &node);
-            if self.bytes + cost <= self.capacity {
-                self.bytes += cost;
-                nodes.insert(path, node);
-            }
-        }
-    }
-}
-
-/// A context's trie read through the engine's cache (used inside `apply`, under the apply lock).
-struct CachedTrie<'a, B: Backend> {
-    stored: StoredTrie<'a, B>,
-    cache: &'a Mutex<TrieCache>,
-}
-
-impl<B: Backend> TrieStore for CachedTrie<'_, B> {
-    type Error = StoreError;
-    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, StoreError> {
-        let context_id = self.stored.context_id;
-        if let Some(node) = lock(self.cache).get(&context_id, path) {
-            return Ok(Some(node));
-        }
-        let node = self.stored.node(path)?;
-        if let Some(n @ TrieNode::Branch(_)) = &node {
-            // The store holds committed state and no apply runs concurrently: safe to cache.
-            lock(self.cache).set(&context_id, path, Some(n));
-        }
-        Ok(node)
-    }
+    /// Every context's trie nodes in memory: changed since the last checkpoint, and a cache
+    /// of stored branches (see [`TrieMemory`]).
+    trie: Mutex<TrieMemory>,
+    /// Checkpoints written (for metrics).
+    checkpoints: std::sync::atomic::AtomicU64,
+    /// Tries rebuilt from the state at recovery (for metrics).
+    trie_rebuilds: std::sync::atomic::AtomicU64,
 }
 
 /// A context's Merkle trie as persisted in the store (Generic column, MerkleNode family).
@@ -384,10 +324,6 @@ fn verified(items: Vec<Prechecked>) -> Vec<Result<ContextDagDeltaValue, EngineEr
         .collect()
 }
 
-/// The engine's hash maps: foldhash (seeded per process) instead of SipHash, which showed
-/// as several per cent of the apply path. Keys are trie paths and application keys.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave a half-written batch behind (batches are
     // atomic), so the guarded data is still consistent.
@@ -398,13 +334,14 @@ impl<B: Backend> ContextEngine<B> {
     /// An engine over `store` (a `Store`, or an `Arc` of one shared with governance).
     pub fn new(store: impl Into<Arc<Store<B, Column>>>, config: EngineConfig) -> Self {
         let store = store.into();
-        let trie_cache = TrieCache { nodes: FastMap::default(), bytes: 0, capacity: config.trie_cache_bytes };
         ContextEngine {
             store,
             config,
             clock: Mutex::new(HybridClock::new()),
             apply_lock: Mutex::new(()),
-            trie_cache: Mutex::new(trie_cache),
+            trie: Mutex::new(TrieMemory::new(config.trie_cache_bytes)),
+            checkpoints: std::sync::atomic::AtomicU64::new(0),
+            trie_rebuilds: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -725,9 +662,11 @@ impl<B: Backend> ContextEngine<B> {
         results
     }
 
-    /// Starts a run over the context's committed rows.
+    /// Starts a run over the context's committed rows (replaying its trie journal first if
+    /// this process has not).
     fn begin_run(&self, context_id: &ContextId) -> Result<Run<'_, B>, EngineError> {
         let meta = self.meta(context_id)?;
+        self.trie_view(context_id)?;
         let status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
         Ok(Run {
             batch: self.store.batch(),
@@ -766,35 +705,21 @@ impl<B: Backend> ContextEngine<B> {
         in_run.clear();
     }
 
-    /// Writes a run's batch, with the trie's changed nodes and the context's rows, then
-    /// brings the trie cache up to date.
+    /// Writes a run's batch with the context's rows; the trie nodes it changed become the
+    /// context's dirty nodes (only once the write succeeded), written at a checkpoint.
     fn commit(&self, context_id: &ContextId, run: Run<'_, B>) -> Result<(), EngineError> {
-        let Run { batch, meta, status, trie, applied, .. } = run;
+        let Run { mut batch, meta, status, trie, applied, .. } = run;
         if applied == 0 {
             return Ok(());
         }
-        self.write_with_trie(context_id, batch, trie, &meta, &status)
-    }
-
-    /// Writes `batch` with the trie node writes and the context's rows (ContextMeta,
-    /// ContextStatus), then brings the trie cache up to date (only once the write succeeded).
-    fn write_with_trie(
-        &self,
-        context_id: &ContextId,
-        mut batch: WriteBatch<'_, B, Column>,
-        trie: impl IntoIterator<Item = (Vec<u8>, Option<TrieNode>)>,
-        meta: &ContextMetaValue,
-        status: &ContextStatusValue,
-    ) -> Result<(), EngineError> {
-        let trie: Vec<(Vec<u8>, Option<TrieNode>)> = trie.into_iter().collect();
-        stage_trie(context_id, trie.iter().map(|(p, n)| (p, n)), &mut batch);
-        batch.put(&ContextMeta { context_id: *context_id }, meta);
-        batch.put(&ContextStatus { context_id: *context_id }, status);
+        batch.put(&ContextMeta { context_id: *context_id }, &meta);
+        batch.put(&ContextStatus { context_id: *context_id }, &status);
         self.store.write(batch)?;
-        // The nodes move into the cache (no copies) once the batch holding them is written.
-        let mut cache = lock(&self.trie_cache);
-        for (path, node) in trie {
-            cache.set_owned(context_id, path, node);
+        lock(&self.trie).absorb(context_id, trie);
+        // The run is committed whatever happens here: a failed checkpoint leaves the nodes
+        // dirty (and journaled), to be written by a later one.
+        if let Err(e) = self.checkpoint_if_needed() {
+            tracing::warn!(error = %e, "trie checkpoint failed; the changed nodes stay in memory");
         }
         Ok(())
     }
@@ -912,13 +837,8 @@ impl<B: Backend> ContextEngine<B> {
 
         // Reads (fallible): current versions, then the trie update.
         let merged = self.merge_actions(context_id, delta, run)?;
-        let trie = {
-            let cached = CachedTrie {
-                stored: StoredTrie { store: &self.store, context_id: *context_id },
-                cache: &self.trie_cache,
-            };
-            merkle::update(&OverlayTrie { overlay: &run.trie, below: cached }, merged.changes)?
-        };
+        let trie =
+            merkle::update(&OverlayTrie { overlay: &run.trie, below: self.trie_view(context_id)? }, merged.changes)?;
 
         // Staging (infallible from here on).
         let mut status = run.status.clone();
@@ -963,6 +883,8 @@ impl<B: Backend> ContextEngine<B> {
                 run.batch.delete(&PendingByParent { context_id: *context_id, parent: *parent, child: delta.delta_id });
             }
         }
+        // The delta's entry in the trie journal, keyed by the context's delta count before it.
+        run.batch.put(&TrieJournal { context_id: *context_id, seq: status.delta_count }, &delta.delta_id);
         status.delta_count += 1;
         delta.applied = true;
         run.batch.put(&ContextDagDelta { context_id: *context_id, delta_id: delta.delta_id }, delta);

@@ -3,12 +3,13 @@
 pub mod delta;
 pub mod engine;
 pub mod merkle;
+pub mod trie_memory;
 
 pub use delta::{check_signature, check_signatures, compute_delta_id, sign_delta, DeltaLimits, InvalidDelta};
 pub use engine::{
     AnyAuthor, ApplyOutcome, Authorizer, ContextDag, ContextEngine, ContextView, Divergence, EngineConfig, EngineError,
     RepairEntry, RepairOutcome, RepairWalk, SnapshotBuilder, SnapshotCursor, SnapshotError, SnapshotHeader,
-    SnapshotInstalled, SnapshotPage, StoredTrie, WalkNode, WalkReply,
+    SnapshotInstalled, SnapshotPage, StoredTrie, TrieCheck, TrieStats, WalkNode, WalkReply,
 };
 
 /// Merkle repair (see [`ContextEngine::repair_walk`] and [`ContextEngine::repair_merge`]).

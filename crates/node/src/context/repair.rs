@@ -36,7 +36,7 @@ use weft_primitives::{Action, ContextId, DeltaId, Hash, KeyVersion};
 use weft_store::schema::{ContextDagDelta, ContextState, ContextStatus, DagNode, StateVersion};
 use weft_store::{Backend, RawTail, Read};
 
-use super::{lock, CachedTrie, ContextEngine, EngineError, StoredTrie};
+use super::{lock, ContextEngine, EngineError};
 use crate::context::merkle::{self, Change, TrieNode, TrieStore, RADIX};
 
 /// Bytes of each child hash a walk carries (a prefix of the blake3 hash).
@@ -373,16 +373,12 @@ enum Local {
 }
 
 impl<B: Backend> ContextEngine<B> {
-    fn cached_trie(&self, context_id: &ContextId) -> CachedTrie<'_, B> {
-        CachedTrie { stored: StoredTrie { store: &self.store, context_id: *context_id }, cache: &self.trie_cache }
-    }
-
     /// The trie nodes at `paths` (one answer per path; `None` where there is none), read
     /// under the apply lock so they come from one state.
     pub fn trie_nodes(&self, context_id: &ContextId, paths: &[Vec<u8>]) -> Result<Vec<Option<TrieNode>>, EngineError> {
         let _guard = lock(&self.apply_lock);
         self.meta(context_id)?;
-        let trie = self.cached_trie(context_id);
+        let trie = self.trie_view(context_id)?;
         let mut out = Vec::with_capacity(paths.len());
         for path in paths {
             out.push(if valid_path(path) { trie.node(path)? } else { None });
@@ -441,7 +437,7 @@ impl<B: Backend> ContextEngine<B> {
         let _guard = lock(&self.apply_lock);
         self.meta(context_id)?;
         let keys = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default().key_count;
-        let trie = self.cached_trie(context_id);
+        let trie = self.trie_view(context_id)?;
         let mut left = budget;
         let mut out = Vec::with_capacity(items.len());
         for (path, theirs) in items {
@@ -520,7 +516,7 @@ impl<B: Backend> ContextEngine<B> {
         let context_id = walk.context_id;
         let _guard = lock(&self.apply_lock);
         self.meta(&context_id)?;
-        let trie = self.cached_trie(&context_id);
+        let trie = self.trie_view(&context_id)?;
         let RepairWalk { next, mine, theirs, truncated, .. } = walk;
         let mut collect_mine = |path: &[u8], node: Option<TrieNode>, truncated: &mut bool| -> Result<(), EngineError> {
             if let Some(leaves) = leaves_below(&trie, path, node, MAX_SESSION_KEYS)? {
@@ -805,9 +801,9 @@ impl<B: Backend> ContextEngine<B> {
         if changes.is_empty() {
             return Ok(outcome);
         }
-        let update = merkle::update(&self.cached_trie(context_id), changes)?;
+        let update = merkle::update(&self.trie_view(context_id)?, changes)?;
         meta.root_hash = update.root;
-        self.write_with_trie(context_id, batch, update.writes, &meta, &status)?;
+        self.write_checkpointed(context_id, batch, update.writes, &meta, &status)?;
         outcome.root = update.root;
         Ok(outcome)
     }
@@ -822,7 +818,7 @@ impl<B: Backend> ContextEngine<B> {
         let state_keys: Vec<ContextState> =
             keys.iter().map(|k| ContextState { context_id: *context_id, app_key: RawTail(k.clone()) }).collect();
         let values = self.store.multi_get(&state_keys)?;
-        let trie = self.cached_trie(context_id);
+        let trie = self.trie_view(context_id)?;
         let mut changes = Vec::with_capacity(keys.len());
         let mut seen = BTreeSet::new();
         for (key, value) in keys.iter().zip(values) {
@@ -847,7 +843,7 @@ impl<B: Backend> ContextEngine<B> {
         }
         let update = merkle::update(&trie, changes)?;
         meta.root_hash = update.root;
-        self.write_with_trie(context_id, self.store.batch(), update.writes, &meta, &status)?;
+        self.write_checkpointed(context_id, self.store.batch(), update.writes, &meta, &status)?;
         Ok(update.root)
     }
 }

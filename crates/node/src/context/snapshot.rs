@@ -487,7 +487,7 @@ impl<B: Backend> ContextEngine<B> {
         status.delta_count = dag.len() as u64;
         status.key_count = keys;
         status.pending_count = status.pending_count.saturating_sub(covered.len() as u64);
-        self.write_with_trie(&context_id, batch, update.writes, &meta, &status)?;
+        self.write_checkpointed(&context_id, batch, update.writes, &meta, &status)?;
 
         let mut released = ApplyOutcome::default();
         awaited.sort_unstable();

@@ -1,0 +1,317 @@
+//! Trie checkpoints: the Merkle trie as a derived index, written out now and then.
+//!
+//! Applying a delta changes its keys' trie leaves and the branches above them. Those node
+//! changes are **not** written in the delta's batch: they stay in the engine's memory as the
+//! context's dirty nodes ([`super::super::trie_memory`]), and every read of the trie goes
+//! through them. Everything else a delta changes — its Delta and DAG rows, the state and
+//! version rows, the heads, the root in `ContextMeta` and the counters — is still written in
+//! the delta's own atomic batch, together with one small row, its entry in the context's
+//! **trie journal** (`TrieJournal(context, delta count before it) → delta id`).
+//!
+//! A **checkpoint** of a context writes its dirty nodes and deletes its journal, in one
+//! batch, under the apply lock (so the dirty nodes are exactly what the committed deltas
+//! changed). The engine checkpoints the contexts with the most dirty bytes whenever the
+//! total passes [`super::EngineConfig::checkpoint_bytes`]; the node checkpoints contexts
+//! idle for a few seconds ([`ContextEngine::checkpoint_idle`]) and every context at shutdown
+//! ([`ContextEngine::checkpoint_all`], also run when the engine is dropped). Writes that
+//! rewrite trie rows directly — a repair merge, a reindex, a snapshot install — carry the
+//! context's dirty nodes and the journal's deletion in their own batch: each is a
+//! checkpoint.
+//!
+//! **Why this is crash-safe.** The trie is a function of the state alone. So at any moment
+//! the stored trie rows are the trie of the state as it was at the context's last
+//! checkpoint, and the keys whose leaves may differ since are exactly the keys of the deltas
+//! in its journal. After a crash, the first use of a context in the new process
+//! ([`ContextEngine::trie_view`]) replays the journal: it reads those keys' current state,
+//! updates the stored trie with them, checks that the resulting root is the root
+//! `ContextMeta` holds (written in the same batches as the state), and writes the result as
+//! a checkpoint. A mismatch (a damaged store) rebuilds the context's trie from its state
+//! rows; if even that does not give `ContextMeta`'s root, the context is refused as
+//! inconsistent. The same check runs with an empty journal, at the cost of one read.
+//!
+//! The cost per changed key falls from about eight rows written to three (state, version
+//! and, per delta, the delta's rows and its journal entry); a checkpoint writes each dirty
+//! node once, however many deltas changed it.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use weft_primitives::{Action, ContextId, ContextMetaValue, ContextStatusValue, Hash};
+use weft_store::schema::{Column, ContextDagDelta, ContextMeta, ContextState, MerkleNode, TrieJournal};
+use weft_store::{Backend, PrefixBy, RawTail, Read, WriteBatch};
+
+use super::super::trie_memory::{NodeWrites, TrieView};
+use super::{lock, stage_trie, ContextEngine, EngineError, StoredTrie};
+use crate::context::merkle::{self, Change, EmptyTrie, MemoryTrie, TrieNode, TrieStore};
+
+/// The engine's trie memory and checkpoints ([`ContextEngine::trie_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrieStats {
+    /// Bytes of trie nodes changed since their context's last checkpoint.
+    pub dirty_bytes: usize,
+    /// Bytes of cached stored branch nodes.
+    pub cached_bytes: usize,
+    /// Checkpoints written since the engine started.
+    pub checkpoints: u64,
+    /// Tries rebuilt from the state rows since the engine started, because the stored trie
+    /// and its journal did not give the context's root (a damaged store).
+    pub rebuilds: u64,
+}
+
+/// What [`ContextEngine::check_trie`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrieCheck {
+    /// The root in `ContextMeta`.
+    pub meta_root: Hash,
+    /// The root of a trie built from scratch from the state rows.
+    pub recomputed_root: Hash,
+    /// Trie rows stored (after the checkpoint the check starts with).
+    pub stored_nodes: usize,
+    /// Stored rows that differ from the scratch build, or that either side lacks.
+    pub mismatched_nodes: usize,
+}
+
+impl TrieCheck {
+    /// Whether the stored trie is exactly the trie of the state and its root is the meta root.
+    pub fn is_sound(&self) -> bool {
+        self.meta_root == self.recomputed_root && self.mismatched_nodes == 0
+    }
+}
+
+impl<B: Backend> ContextEngine<B> {
+    /// The context's trie, read through the engine's memory. Replays the context's trie
+    /// journal first if this process has not yet (see the module docs). Call under the
+    /// apply lock.
+    pub(crate) fn trie_view(&self, context_id: &ContextId) -> Result<TrieView<'_, B>, EngineError> {
+        if !lock(&self.trie).is_recovered(context_id) {
+            self.recover_trie(context_id)?;
+        }
+        Ok(TrieView::new(&self.store, *context_id, &self.trie))
+    }
+
+    /// Replays the trie journal of a context over its stored trie (or, if that does not
+    /// reach `ContextMeta`'s root, rebuilds the trie from the state), and writes the result
+    /// as a checkpoint. Under the apply lock.
+    fn recover_trie(&self, context_id: &ContextId) -> Result<(), EngineError> {
+        let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else {
+            // No context (yet): nothing to recover; it starts with an empty journal.
+            return Ok(());
+        };
+        let journal = self.store.scan(TrieJournal::prefix(context_id)).collect_all()?;
+        let stored = StoredTrie { store: &self.store, context_id: *context_id };
+        let writes = if journal.is_empty() {
+            let root = stored.node(&[])?.map_or(Hash::ZERO, |n| n.hash());
+            if root == meta.root_hash {
+                // The common case: a clean stop, or nothing applied since the last checkpoint.
+                lock(&self.trie).mark_recovered(context_id);
+                return Ok(());
+            }
+            None
+        } else {
+            let keys: Vec<ContextDagDelta> = journal
+                .iter()
+                .map(|(_, delta_id)| ContextDagDelta { context_id: *context_id, delta_id: *delta_id })
+                .collect();
+            let mut touched = BTreeSet::new();
+            for (row, delta) in journal.iter().zip(self.store.multi_get(&keys)?) {
+                let delta = delta.ok_or_else(|| {
+                    EngineError::Inconsistent(format!("the trie journal names delta {}, which has no row", row.1))
+                })?;
+                touched.extend(delta.actions.into_iter().map(|a| match a {
+                    Action::Put { key, .. } | Action::Delete { key } => key,
+                }));
+            }
+            let touched: Vec<Vec<u8>> = touched.into_iter().collect();
+            let state_keys: Vec<ContextState> =
+                touched.iter().map(|k| ContextState { context_id: *context_id, app_key: RawTail(k.clone()) }).collect();
+            let changes: Vec<Change> = touched
+                .iter()
+                .zip(self.store.multi_get(&state_keys)?)
+                .map(|(key, value)| match value {
+                    Some(v) => Change::put(key, &v),
+                    None => Change::remove(key),
+                })
+                .collect();
+            let update = merkle::update(&stored, changes)?;
+            (update.root == meta.root_hash).then(|| update.writes.into_iter().collect())
+        };
+        let mut memory_writes = match writes {
+            Some(w) => w,
+            None => {
+                tracing::warn!(context = %context_id, "the stored Merkle trie does not give the context's root; rebuilding it from the state");
+                self.trie_rebuilds.fetch_add(1, Ordering::Relaxed);
+                self.rebuild_trie(context_id, &meta)?
+            }
+        };
+        let mut batch = self.store.batch();
+        stage_trie(context_id, memory_writes.iter(), &mut batch);
+        batch.delete_prefix(&TrieJournal::prefix(context_id))?;
+        self.store.write(batch)?;
+        let mut memory = lock(&self.trie);
+        memory.forget(context_id);
+        memory.absorb(context_id, memory_writes.drain());
+        memory.settle(context_id);
+        memory.mark_recovered(context_id);
+        if !journal.is_empty() {
+            tracing::info!(context = %context_id, deltas = journal.len(), "replayed the trie journal");
+        }
+        Ok(())
+    }
+
+    /// The node writes that replace a context's stored trie by the trie of its state rows
+    /// (every stored row not in the new trie is deleted). Refuses if that trie's root is not
+    /// `meta`'s.
+    fn rebuild_trie(&self, context_id: &ContextId, meta: &ContextMetaValue) -> Result<NodeWrites, EngineError> {
+        let entries = self.entries(context_id)?;
+        let update = match merkle::update(&EmptyTrie, entries.iter().map(|(k, v)| Change::put(k, v)).collect()) {
+            Ok(u) => u,
+            Err(never) => match never {},
+        };
+        if update.root != meta.root_hash {
+            return Err(EngineError::Inconsistent(format!(
+                "context {context_id}: its state's root {} is not the stored root {}",
+                update.root, meta.root_hash
+            )));
+        }
+        let mut writes: NodeWrites = NodeWrites::default();
+        for (key, _) in self.store.scan(MerkleNode::prefix(context_id)).collect_all()? {
+            writes.insert(key.path.0, None);
+        }
+        writes.extend(update.writes);
+        Ok(writes)
+    }
+
+    /// Writes a context's dirty trie nodes and empties its journal (see the module docs).
+    /// Nothing to do if it has none.
+    pub fn checkpoint(&self, context_id: &ContextId) -> Result<(), EngineError> {
+        let _guard = lock(&self.apply_lock);
+        self.checkpoint_locked(context_id)
+    }
+
+    /// Checkpoints every context with dirty trie nodes (at shutdown).
+    pub fn checkpoint_all(&self) -> Result<(), EngineError> {
+        let _guard = lock(&self.apply_lock);
+        let contexts = lock(&self.trie).dirtiest();
+        for context_id in contexts {
+            self.checkpoint_locked(&context_id)?;
+        }
+        Ok(())
+    }
+
+    /// Checkpoints the contexts whose trie has not changed for `idle`; returns how many.
+    pub fn checkpoint_idle(&self, idle: Duration) -> Result<usize, EngineError> {
+        let _guard = lock(&self.apply_lock);
+        let Some(before) = Instant::now().checked_sub(idle) else { return Ok(0) };
+        let contexts = lock(&self.trie).idle_since(before);
+        for context_id in &contexts {
+            self.checkpoint_locked(context_id)?;
+        }
+        Ok(contexts.len())
+    }
+
+    /// The engine's trie memory and checkpoints, for metrics.
+    pub fn trie_stats(&self) -> TrieStats {
+        let memory = lock(&self.trie);
+        TrieStats {
+            dirty_bytes: memory.dirty_bytes(),
+            cached_bytes: memory.clean_bytes(),
+            checkpoints: self.checkpoints.load(Ordering::Relaxed),
+            rebuilds: self.trie_rebuilds.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Checkpoints the dirtiest contexts while the dirty total is above the threshold, down
+    /// to half of it. Under the apply lock.
+    pub(crate) fn checkpoint_if_needed(&self) -> Result<(), EngineError> {
+        let limit = self.config.checkpoint_bytes;
+        if lock(&self.trie).dirty_bytes() <= limit {
+            return Ok(());
+        }
+        let contexts = lock(&self.trie).dirtiest();
+        for context_id in contexts {
+            if lock(&self.trie).dirty_bytes() <= limit / 2 {
+                break;
+            }
+            self.checkpoint_locked(&context_id)?;
+        }
+        Ok(())
+    }
+
+    fn checkpoint_locked(&self, context_id: &ContextId) -> Result<(), EngineError> {
+        let mut batch = self.store.batch();
+        {
+            let memory = lock(&self.trie);
+            let Some(dirty) = memory.dirty(context_id) else { return Ok(()) };
+            stage_trie(context_id, dirty.iter(), &mut batch);
+        }
+        batch.delete_prefix(&TrieJournal::prefix(context_id))?;
+        self.store.write(batch)?;
+        lock(&self.trie).settle(context_id);
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes `batch` with trie node writes that were computed over [`ContextEngine::trie_view`]
+    /// and the context's rows, as a checkpoint: the context's other dirty nodes and the
+    /// deletion of its journal go in the same batch. Under the apply lock.
+    pub(crate) fn write_checkpointed(
+        &self,
+        context_id: &ContextId,
+        mut batch: WriteBatch<'_, B, Column>,
+        writes: impl IntoIterator<Item = (Vec<u8>, Option<TrieNode>)>,
+        meta: &ContextMetaValue,
+        status: &ContextStatusValue,
+    ) -> Result<(), EngineError> {
+        let mut all: NodeWrites = lock(&self.trie).dirty(context_id).cloned().unwrap_or_default();
+        all.extend(writes);
+        stage_trie(context_id, all.iter(), &mut batch);
+        batch.delete_prefix(&TrieJournal::prefix(context_id))?;
+        batch.put(&ContextMeta { context_id: *context_id }, meta);
+        batch.put(&weft_store::schema::ContextStatus { context_id: *context_id }, status);
+        self.store.write(batch)?;
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        let mut memory = lock(&self.trie);
+        memory.absorb(context_id, all);
+        memory.settle(context_id);
+        memory.mark_recovered(context_id);
+        Ok(())
+    }
+
+    /// Checks a context's trie from scratch (O(n); for tests and `weftd inspect`): checkpoints
+    /// it, then compares every stored trie row with a trie built from the state rows, and
+    /// the meta root with that trie's root.
+    pub fn check_trie(&self, context_id: &ContextId) -> Result<TrieCheck, EngineError> {
+        let _guard = lock(&self.apply_lock);
+        let meta = self.meta(context_id)?;
+        self.trie_view(context_id)?;
+        self.checkpoint_locked(context_id)?;
+        let entries = self.entries(context_id)?;
+        let mut scratch = MemoryTrie::default();
+        match merkle::update(&EmptyTrie, entries.iter().map(|(k, v)| Change::put(k, v)).collect()) {
+            Ok(u) => scratch.apply(&u),
+            Err(never) => match never {},
+        }
+        let recomputed_root = scratch.0.get(&Vec::new()).map_or(Hash::ZERO, TrieNode::hash);
+        let stored = self.store.scan(MerkleNode::prefix(context_id)).collect_all()?;
+        let stored_nodes = stored.len();
+        let mut mismatched_nodes = 0;
+        for (key, node) in stored {
+            match scratch.0.remove(&key.path.0) {
+                Some(expected) if expected == node => {}
+                _ => mismatched_nodes += 1,
+            }
+        }
+        mismatched_nodes += scratch.0.len();
+        Ok(TrieCheck { meta_root: meta.root_hash, recomputed_root, stored_nodes, mismatched_nodes })
+    }
+}
+
+impl<B: Backend> Drop for ContextEngine<B> {
+    /// Writes the dirty trie nodes out, so a clean stop leaves nothing to replay.
+    fn drop(&mut self) {
+        if let Err(e) = self.checkpoint_all() {
+            tracing::warn!(error = %e, "could not checkpoint the Merkle tries at shutdown; they are replayed at next use");
+        }
+    }
+}
