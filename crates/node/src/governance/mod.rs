@@ -103,7 +103,7 @@ pub mod store;
 
 pub use authorize::{DeltaAuthError, GovernanceAuthorizer, SharedGovernanceAuthorizer};
 pub use fold::{Folded, Memo, OpGraph, Verdict};
-pub use keys::{open_rotation, rotation_body, KeyAnswer, KeyStatus};
+pub use keys::{namespace_rotation_body, open_rotation, rotation_body, KeyAnswer, KeyStatus, NamespaceKeyStatus};
 pub use op::{check_shape, check_signature, decode_op, InvalidOp, OpLimits};
-pub use state::{can_receive_keys, GovState, GroupState, Rejection, Stage, MAX_NONCE_AHEAD};
+pub use state::{can_receive_keys, BodyOutcome, GovState, GroupState, Rejection, Stage, MAX_NONCE_AHEAD};
 pub use store::{Governance, GovernanceConfig, GovernanceError, MemberInfo, SubmitOutcome, Submitted};
