@@ -689,8 +689,13 @@ mod tests {
         // A structural body sealed by hand (as a malicious member could) opens but is refused.
         let mut content = private_content(&secret);
         content.parents.sort_unstable();
-        let sealed = crate::seal(&key, &content.group_id, &content.sealing_header(), &borsh::to_vec(&OpBody::MemberLeft).unwrap())
-            .unwrap();
+        let sealed = crate::seal(
+            &key,
+            &content.group_id,
+            &content.sealing_header(),
+            &borsh::to_vec(&OpBody::MemberLeft).unwrap(),
+        )
+        .unwrap();
         content.body = OpBody::Sealed { key_id: sealed.key_id, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
         assert_eq!(open_op_body(&key, &content), Err(SealedOpError::NotPrivate));
     }

@@ -485,7 +485,11 @@ impl<B: Backend> Governance<B> {
 
     /// A namespace key by id, if this node holds it (0x3A under [`NamespaceId::key_group`]),
     /// or a logged rotation delivers it to this node's identity (then it is stored).
-    pub fn namespace_key(&self, namespace_id: &NamespaceId, key_id: &KeyId) -> Result<Option<GroupKey>, GovernanceError> {
+    pub fn namespace_key(
+        &self,
+        namespace_id: &NamespaceId,
+        key_id: &KeyId,
+    ) -> Result<Option<GroupKey>, GovernanceError> {
         let row = GroupKeyEntry { group_id: namespace_id.key_group(), key_id: *key_id };
         if let Some(bytes) = self.store().get(&row)? {
             return parse_key(&row.group_id, key_id, &bytes).map(Some);
@@ -507,7 +511,10 @@ impl<B: Backend> Governance<B> {
     }
 
     /// The namespace's current key and its id, if there is one and this node holds it.
-    pub fn current_namespace_key(&self, namespace_id: &NamespaceId) -> Result<Option<(KeyId, GroupKey)>, GovernanceError> {
+    pub fn current_namespace_key(
+        &self,
+        namespace_id: &NamespaceId,
+    ) -> Result<Option<(KeyId, GroupKey)>, GovernanceError> {
         let Some(key_id) = self.current_namespace_key_id(namespace_id)? else { return Ok(None) };
         Ok(self.namespace_key(namespace_id, &key_id)?.map(|key| (key_id, key)))
     }
@@ -582,7 +589,8 @@ impl<B: Backend> Governance<B> {
         if !entitled {
             return Ok(KeyAnswer::Nothing);
         }
-        let (Some(identity), Some(key)) = (self.local_identity(namespace_id)?, self.namespace_key(namespace_id, key_id)?)
+        let (Some(identity), Some(key)) =
+            (self.local_identity(namespace_id)?, self.namespace_key(namespace_id, key_id)?)
         else {
             return Ok(KeyAnswer::Nothing);
         };
