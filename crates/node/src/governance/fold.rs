@@ -26,6 +26,12 @@
 //! re-folded whenever an op is added (logs are small; clarity first): one pass,
 //! O(n) state steps with a warm memo.
 //!
+//! A group-private op's body is judged only where it is readable (see
+//! [`state::perform`]): the graph records the sealed bodies this node opened
+//! ([`OpGraph::set_opened`]), and both judgments take them into account; an op whose body
+//! cannot be read still takes effect as an envelope (its nonce is used) and is listed in
+//! [`Folded::held`]. Everything else is folded the same on every node.
+//!
 //! Ordering by `(height, op id)` lets a signer influence where its op falls among
 //! concurrent ones only by grinding ids; the outcome is still the same on every
 //! node, and either order keeps every invariant, because each op is re-judged

@@ -46,6 +46,19 @@
 //!   closes the gap on any admin's node.
 //!
 //! Keys of deleted groups stay in 0x3A (payloads sealed under them stay readable).
+//!
+//! ## Sealed op bodies and the namespace key
+//!
+//! - A sealed private op is opened when it is logged, at load, and again by
+//!   [`Governance::reopen`] when a key arrives, with the keys at 0x3A or delivered to this
+//!   node's identity by a rotation in the log. [`Governance::held_keys`] names, per group
+//!   this node is a member of, the key of the first body it cannot open: what key recovery
+//!   asks for (older keys included, so a member added later reads the group's history).
+//! - The namespace key is rotated by a root admin ([`Governance::rotate_namespace_key`],
+//!   [`Governance::ensure_namespace_key`]), its envelopes to every participant and naming
+//!   [`NamespaceId::key_group`], stored at 0x3A under that id, and given on request to a
+//!   participant ([`Governance::namespace_key_for_participant`],
+//!   [`Governance::accept_namespace_key_envelope`]).
 
 use std::collections::HashMap;
 
@@ -401,7 +414,8 @@ impl<B: Backend> Governance<B> {
     /// be addressed to this node's identity in the group's namespace, for `group_id` and a key
     /// the group has had in the current fold; it must open, and the key must match its id
     /// (whoever sent it, a key with the right id is the right key). The key is stored (0x3A).
-    /// Returns its id.
+    /// Returns its id. Sealed ops of the group under it open at the next
+    /// [`Governance::reopen`] of the namespace (the caller's, so it learns which opened).
     pub fn accept_key_envelope(&self, group_id: &GroupId, envelope: &KeyEnvelope) -> Result<KeyId, GovernanceError> {
         let refused = |why: &str| GovernanceError::KeyRefused(why.to_string());
         let namespace_id = self.namespace_of(group_id)?;
@@ -421,8 +435,6 @@ impl<B: Backend> Governance<B> {
         let key = open_key_envelope(&identity, envelope, None).map_err(|e| refused(&e.to_string()))?;
         let key_id = key.key_id();
         self.store().put(&GroupKeyEntry { group_id: *group_id, key_id }, key.as_bytes())?;
-        // Sealed ops of the group under this key open now.
-        self.reopen(&namespace_id)?;
         Ok(key_id)
     }
 }
@@ -599,10 +611,11 @@ impl<B: Backend> Governance<B> {
 
     /// Takes a namespace key a peer sent on request: the envelope must be addressed to this
     /// node's identity in the namespace and name the namespace's key group; it must open and
-    /// the key match its id. If this node holds ops of the namespace, the key must be one its
-    /// fold has had; a node that holds none yet (a joiner, which learnt the id from the first
-    /// sealed message it saw) takes it on the id alone — it uses the key only to open what
-    /// peers send, whose ops are checked as always, and seals only under the key its fold names.
+    /// the key match its id. Its fold need not know the key yet: the rotation introducing it
+    /// is itself sealed under it (a joiner, or a participant that missed the rotation, learns
+    /// the id from the first sealed message it sees). Taking a key on its id alone is safe:
+    /// the node only opens what peers send with it — ops that are checked as always — and
+    /// seals only under the key its own fold names current.
     pub fn accept_namespace_key_envelope(
         &self,
         namespace_id: &NamespaceId,
@@ -615,11 +628,6 @@ impl<B: Backend> Governance<B> {
         }
         if envelope.group_id != namespace_id.key_group() {
             return Err(refused("the envelope names another key group"));
-        }
-        match self.with_state(namespace_id, |state| state.namespace_key_ids.contains(&envelope.key_id)) {
-            Ok(true) | Err(GovernanceError::UnknownNamespace(_)) => {}
-            Ok(false) => return Err(refused("the namespace never had this key")),
-            Err(e) => return Err(e),
         }
         let key = open_key_envelope(&identity, envelope, None).map_err(|e| refused(&e.to_string()))?;
         let key_id = key.key_id();

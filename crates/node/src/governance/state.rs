@@ -32,6 +32,19 @@
 //!   public key, which must be a valid Ed25519 key not registered before. A
 //!   registered key counts ([`GroupState::signing_key`]) while the admin that
 //!   registered it is still an admin of the group.
+//! - **Two tiers.** An op's *envelope* is judged by every node alike (the rules above
+//!   for structural ops; for a group-private op, plain or sealed: the nonce, the group
+//!   live, the signer a member, and the key a sealed body names being one the group has
+//!   had); its nonce is used whenever the envelope takes effect, whatever the body. A
+//!   group-private *body* is judged by [`perform`] where it is readable: a plain one in
+//!   full at its parents while no sealed op of its group is in effect there (after that a
+//!   plain one is [`Rejection::MustBeSealed`]), a sealed one once opened; a sealed body
+//!   that does not open is [`Rejection::SealedBody`]; one this node cannot open, and every
+//!   later private effect of its group, is held back ([`GroupState::held`]).
+//! - **Namespace key.** Only a root admin rotates it (`NamespaceKeyRotated`, on the root
+//!   group), to a key id never used; at its parents its envelopes go to exactly the
+//!   participants (members of any live group) that can receive keys, in the running fold
+//!   to no one who stopped being one.
 //! - **Context joins.** A member records that it joined a registered context
 //!   (`ContextJoined`, once per member and context); registering a context joins
 //!   its registrar. Leaving or being removed from the group, or the context being
@@ -175,9 +188,10 @@ pub enum Rejection {
         /// The member.
         identity: PublicKey,
     },
-    /// A group-private op of a group that has had a key must be sealed under it (so a
-    /// plain one is readable only while the group's private state is readable by all).
-    #[error("a group-private op of a group that has a key must be sealed")]
+    /// Once a sealed private op of the group has taken effect, its private ops must be
+    /// sealed: a plain one could not be judged alike by members and non-members (whose view
+    /// of the group's private state is incomplete from the first sealed op on).
+    #[error("the group's private ops are sealed: a plain one is refused")]
     MustBeSealed,
     /// A sealed body names a key its group never had (at the op's causal parents).
     #[error("sealed under key {0}, which the group never had")]
@@ -265,6 +279,9 @@ pub struct GroupState {
     pub signing_keys: BTreeMap<KeyId, (PublicKey, PublicKey)>,
     /// Which members joined which of the group's contexts (0x32), by (context, member).
     pub joined: BTreeSet<(ContextId, PublicKey)>,
+    /// Whether a sealed private op of the group has taken effect (structural: every node
+    /// knows it). From then on the group's private ops must be sealed.
+    pub sealed: bool,
     /// The first group-private op whose sealed body this fold could not read (no key
     /// held here), with the key it names. From it on, the group's private state
     /// (aliases, upgrade, signing keys, joins, per-context capabilities) is incomplete on
@@ -296,6 +313,7 @@ impl GroupState {
             key_ids: BTreeSet::new(),
             signing_keys: BTreeMap::new(),
             joined: BTreeSet::new(),
+            sealed: false,
             held: None,
         }
     }
@@ -603,15 +621,14 @@ pub fn judge_at(state: &GovState, op: &SignedOp, stage: Stage) -> Result<(), Rej
             }
             Ok(())
         }
-        // A plain group-private op: judged in full at its parents, where the group has had no
-        // key — so no sealed op can have touched its private state there, and every node reads
-        // that state whole. In the running fold only what every node can judge decides whether
+        // A plain group-private op: judged in full at its parents, where no sealed op of the
+        // group has taken effect — so every node reads the group's private state there whole. In the running fold only what every node can judge decides whether
         // it takes effect (and consumes its nonce); its private rules are judged by `perform`.
         body if body.is_group_private() => {
             let g = state.live(&c.group_id)?;
             g.member(signer)?;
             if stage == Stage::AtParents {
-                if !g.key_ids.is_empty() {
+                if g.sealed {
                     return Err(Rejection::MustBeSealed);
                 }
                 judge_in_group(state, g, signer, body, stage)?;
@@ -904,7 +921,11 @@ pub fn apply(state: &mut GovState, op: &SignedOp) {
     let at_ms = c.hlc.physical_ms;
     match &c.body {
         body if body.is_group_private() => {}
-        OpBody::Sealed { .. } => {}
+        OpBody::Sealed { .. } => {
+            if let Some(g) = state.groups.get_mut(&c.group_id) {
+                g.sealed = true;
+            }
+        }
         OpBody::NamespaceKeyRotated { key_id, envelopes } => {
             state.namespace_key = Some(*key_id);
             state.namespace_key_ids.insert(*key_id);

@@ -1113,6 +1113,13 @@ impl<B: Backend> Governance<B> {
         self.with_loaded(namespace_id, |l| fold::state_at(&l.graph, &mut l.memo, heads))
     }
 
+    /// Whether, in the current fold, the group holds private state back for want of a key
+    /// (see [`super::GroupState::held`]).
+    pub fn group_held(&self, group_id: &GroupId) -> Result<bool, GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        self.with_state(&namespace_id, |s| s.group(group_id).is_some_and(|g| g.held.is_some()))
+    }
+
     /// The namespace's current governance position, for a context delta to cite
     /// (as [`GovPosition::to_event`]).
     pub fn position(&self, namespace_id: &NamespaceId) -> Result<GovPosition, GovernanceError> {
