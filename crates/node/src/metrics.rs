@@ -58,6 +58,8 @@ pub struct NodeMetrics {
     peer_inbound_dropped: Family<[(&'static str, &'static str); 2], Counter>,
     sealed_messages: Family<[(&'static str, &'static str); 1], Counter>,
     group_key_requests: Family<[(&'static str, &'static str); 1], Counter>,
+    sealed_governance_messages: Family<[(&'static str, &'static str); 1], Counter>,
+    namespace_key_requests: Family<[(&'static str, &'static str); 1], Counter>,
     sync_sessions_deferred: Counter,
     sync_busy_received: Counter,
     event_queue_depth: Gauge,
@@ -114,6 +116,8 @@ impl NodeMetrics {
             peer_inbound_dropped: Family::default(),
             sealed_messages: Family::default(),
             group_key_requests: Family::default(),
+            sealed_governance_messages: Family::default(),
+            namespace_key_requests: Family::default(),
             sync_sessions_deferred: Counter::default(),
             sync_busy_received: Counter::default(),
             event_queue_depth: Gauge::default(),
@@ -200,6 +204,19 @@ impl NodeMetrics {
              node), received (a key sent on request, stored here), served (a key sealed here for \
              a member that asked)",
             m.group_key_requests.clone(),
+        );
+        registry.register(
+            "sealed_governance_messages",
+            "Governance messages (ops on a namespace's topic, Ops and NamespaceStatus answers) \
+             sealed under a namespace key, by outcome: sent, opened, unreadable (a key this node \
+             does not hold), withheld (not sent or served: this node lacks the namespace's key)",
+            m.sealed_governance_messages.clone(),
+        );
+        registry.register(
+            "namespace_key_requests",
+            "Namespace keys asked between peers, by outcome: requested, received (stored here), \
+             served (sealed here for a participant that asked)",
+            m.namespace_key_requests.clone(),
         );
         registry.register(
             "sync_sessions_deferred",
@@ -362,6 +379,23 @@ impl NodeMetrics {
             &self.group_key_requests,
             &[("requested", &stats.keys_requested), ("received", &stats.keys_received), ("served", &stats.keys_served)],
         );
+        follow_outcomes(
+            &self.sealed_governance_messages,
+            &[
+                ("sent", &stats.ops_sealed_sent),
+                ("opened", &stats.ops_sealed_opened),
+                ("unreadable", &stats.ops_sealed_unreadable),
+                ("withheld", &stats.ops_sealed_withheld),
+            ],
+        );
+        follow_outcomes(
+            &self.namespace_key_requests,
+            &[
+                ("requested", &stats.namespace_keys_requested),
+                ("received", &stats.namespace_keys_received),
+                ("served", &stats.namespace_keys_served),
+            ],
+        );
         let gauge = |v: &std::sync::atomic::AtomicU64| i64::try_from(v.load(Relaxed)).unwrap_or(i64::MAX);
         self.peer_queue_items.set(gauge(&stats.inbound_queued));
         self.peer_queue_depth_max.set(gauge(&stats.inbound_queue_max));
@@ -451,6 +485,8 @@ mod tests {
         net.busy_received.store(3, std::sync::atomic::Ordering::Relaxed);
         net.sealed_unreadable.store(4, std::sync::atomic::Ordering::Relaxed);
         net.keys_served.store(2, std::sync::atomic::Ordering::Relaxed);
+        net.ops_sealed_opened.store(3, std::sync::atomic::Ordering::Relaxed);
+        net.namespace_keys_received.store(1, std::sync::atomic::Ordering::Relaxed);
         net.sessions_deferred.store(2, std::sync::atomic::Ordering::Relaxed);
         m.observe_network(&net);
         let stats = StoreStats {
@@ -474,6 +510,8 @@ mod tests {
             "weft_sealed_messages_total{outcome=\"unreadable\"} 4",
             "weft_sealed_messages_total{outcome=\"sent\"} 0",
             "weft_group_key_requests_total{outcome=\"served\"} 2",
+            "weft_sealed_governance_messages_total{outcome=\"opened\"} 3",
+            "weft_namespace_key_requests_total{outcome=\"received\"} 1",
             "weft_sync_sessions_deferred_total 2",
             "weft_rpc_calls_total{method=\"state_put\",outcome=\"ok\"} 1",
             "weft_rocksdb_estimate_keys{cf=\"state\"} 42",

@@ -624,8 +624,10 @@ impl<B: Backend> NodeService<B> {
         let genesis = self.governance.heads(&namespace_id)?;
         self.join_namespace(namespace_id);
         self.publish_ops(namespace_id, &genesis);
-        // The root group's first key, so its contexts' traffic is sealed from the start.
+        // The root group's first key, so its contexts' traffic and private ops are sealed from
+        // the start; and the namespace's first key, which seals its governance traffic.
         self.rekey(&namespace_id.root_group());
+        self.rekey_namespace(&namespace_id);
         Ok(namespace_id)
     }
 

@@ -165,7 +165,9 @@ impl Lies {
                 },
             },
             // Never a key.
-            Some(SyncRequest::GroupKey { .. }) => SyncResponse::GroupKey { envelope: None },
+            Some(SyncRequest::GroupKey { .. } | SyncRequest::NamespaceKey { .. }) => {
+                SyncResponse::GroupKey { envelope: None }
+            }
             None => SyncResponse::Unknown,
         };
         protocol::encode(&response).unwrap()

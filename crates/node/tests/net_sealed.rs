@@ -44,7 +44,8 @@ async fn members_read_sealed_traffic_and_a_removed_member_stops() {
 
     let b = start(store_with_identity(ns, &b_id), 2, config(vec![a_addr.clone()], TICK), true, &[CTX]).await;
     let c = start(store_with_identity(ns, &c_id), 3, config(vec![a_addr.clone()], TICK), true, &[CTX]).await;
-    // D follows the namespace (it may: ops are public) and the context's topic, as no member.
+    // D follows the namespace and the context's topic, as no member. (This namespace has no
+    // namespace key, so its ops travel in the clear: `net_sealed_ops` covers sealed ops.)
     let d = start(memory_store(), 4, config(vec![a_addr], TICK), true, &[CTX]).await;
     for n in [&b, &c, &d] {
         n.net.join_namespace(ns).await.unwrap();

@@ -13,18 +13,43 @@
 //! kinds of op take a reserved tag without moving the others: `0x00–0x0F`
 //! groups, `0x10–0x1F` members, `0x20–0x2F` contexts (`0x23` a member joined a
 //! context), `0x30–0x3F` application and upgrades (`0x31–0x3F` reserved),
-//! `0x40–0x4F` metadata, `0x50–0x5F` group keys (`0x50` key rotated; the rest
-//! reserved, e.g. for delivering an existing key), `0x60–0x6F` signing keys and
-//! invitations (`0x60` signing key set; the rest reserved).
+//! `0x40–0x4F` metadata, `0x50–0x5F` keys (`0x50` group key rotated, `0x51`
+//! namespace key rotated; the rest reserved), `0x60–0x6F` signing keys and
+//! invitations (`0x60` signing key set; the rest reserved), `0x70` a sealed body.
+//!
+//! ## Two tiers: structural and group-private ops
+//!
+//! Every participant of a namespace folds its whole log, and some rules cross groups
+//! (nonces per signer, subgroups created by capabilities in their parent, one group per
+//! context). So the ops those rules read — groups, membership, roles, capabilities, the
+//! context registry and key rotations — are *structural*: readable by every participant.
+//! The others are *group-private* ([`OpBody::is_group_private`]): aliases, the target
+//! application and its migration, signing keys, context joins and per-context
+//! capabilities. No rule outside their group reads them, so they travel with a
+//! [`OpBody::Sealed`] body, sealed under a key of the op's group ([`SignedOp::sign_sealed`]):
+//!
+//! ```text
+//! plaintext = borsh(OpBody)            (a group-private kind)
+//! header    = b"weft sealed op v1" ‖ borsh(namespace_id, group_id, parents, signer, nonce, hlc)
+//! sealed    = seal(group key, group_id, header, plaintext)      (see `seal`)
+//! body      = 0x70 ‖ key_id (32) ‖ nonce (24) ‖ u32 LE length ‖ ciphertext ‖ tag (16)
+//! ```
+//!
+//! The op id and signature cover the sealed body like any other, so every node checks
+//! them and keeps the op (an *opaque skeleton*, to a node without the key) in the DAG;
+//! the AEAD's associated data binds the op's header, so a body moved to another op —
+//! another signer, nonce, position or group — does not open ([`open_op_body`]).
 //! A node that meets a tag it does not know fails to decode the op; since every
 //! node of one version decodes the same set, the verdict is still the same on
 //! all of them.
 
 use borsh::{BorshDeserialize, BorshSerialize};
 
+use crate::envelope::seal_with_nonce;
 use crate::{
-    ApplicationId, Capabilities, ContextId, CryptoError, Event, GroupId, Hash, HybridTimestamp, KeyEnvelope, KeyId,
-    NamespaceId, OpId, PublicKey, Role, SecretKey, Signature, UpgradePolicy,
+    open, ApplicationId, Capabilities, ContextId, CryptoError, EnvelopeError, Event, GroupId, GroupKey, Hash,
+    HybridTimestamp, KeyEnvelope, KeyId, NamespaceId, OpId, PublicKey, Role, Sealed, SecretKey, Signature,
+    UpgradePolicy, NONCE_LEN,
 };
 
 /// Domain of the op id hash.
@@ -37,6 +62,13 @@ impl NamespaceId {
     /// The namespace's root group, which has the namespace's id.
     pub const fn root_group(&self) -> GroupId {
         GroupId::from_bytes(self.0)
+    }
+
+    /// The group id the namespace key goes by (in its envelopes, its associated data
+    /// and its rows at 0x3A): `derive("weft namespace key group v1", namespace)`. Not
+    /// the root group's id, so a namespace key can never pass for the root group's key.
+    pub fn key_group(&self) -> GroupId {
+        GroupId::from_bytes(*Hash::derive("weft namespace key group v1", &self.0).as_bytes())
     }
 
     /// The id of the namespace whose genesis op is signed by `admin` with `nonce`
@@ -218,6 +250,116 @@ pub enum OpBody {
         /// The key's Ed25519 public key.
         public_key: PublicKey,
     } = 0x60,
+    /// Makes a fresh key the namespace's current key (an admin of the root group; the op
+    /// acts on the root group): the key that seals governance traffic in transit, delivered
+    /// to every *participant* of the namespace (a member of any live group) that can
+    /// receive keys, in one signed [`KeyEnvelope`] each, sorted by recipient. Envelopes
+    /// name [`NamespaceId::key_group`] as their group.
+    NamespaceKeyRotated {
+        /// The new key's id.
+        key_id: KeyId,
+        /// One envelope per participant, sorted by recipient.
+        envelopes: Vec<KeyEnvelope>,
+    } = 0x51,
+    /// A group-private op's body, sealed under key `key_id` of the op's group (see the
+    /// module docs). Its plaintext is the Borsh of a group-private [`OpBody`].
+    Sealed {
+        /// The id of the group key that seals it.
+        key_id: KeyId,
+        /// The random XChaCha20 nonce.
+        nonce: [u8; NONCE_LEN],
+        /// The ciphertext, ending with the 16-byte tag.
+        ciphertext: Vec<u8>,
+    } = 0x70,
+}
+
+impl OpBody {
+    /// Whether this kind is group-private: read by no rule outside its group, so sealed
+    /// under the group's key once the group has one (aliases, target application,
+    /// signing keys, context joins, per-context capabilities).
+    pub const fn is_group_private(&self) -> bool {
+        matches!(
+            self,
+            OpBody::AliasSet { .. }
+                | OpBody::TargetApplicationSet { .. }
+                | OpBody::SigningKeySet { .. }
+                | OpBody::ContextJoined { .. }
+                | OpBody::ContextCapabilitiesSet { .. }
+        )
+    }
+}
+
+/// Domain tag that starts the header a sealed op body binds.
+pub const SEALED_OP_DOMAIN: &[u8] = b"weft sealed op v1";
+
+/// Why a sealed op body cannot be made or read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealedOpError {
+    /// The op's body is not sealed.
+    #[error("the op's body is not sealed")]
+    NotSealed,
+    /// Only group-private kinds are sealed (see [`OpBody::is_group_private`]).
+    #[error("only a group-private op kind may be sealed")]
+    NotPrivate,
+    /// The body does not open under the key it names: the ciphertext, the nonce or the op
+    /// header it is bound to (signer, nonce, parents, group...) was changed, or it was
+    /// sealed under another key (see [`EnvelopeError`]).
+    #[error("the sealed body does not open: {0}")]
+    DoesNotOpen(#[from] EnvelopeError),
+    /// The plaintext is not a Borsh [`OpBody`].
+    #[error("the sealed body's plaintext does not decode as an op body")]
+    Undecodable,
+}
+
+impl OpContent {
+    /// The header a sealed body of this op binds: [`SEALED_OP_DOMAIN`] ‖ borsh(namespace,
+    /// group, parents, signer, nonce, hlc) — everything but the body.
+    pub fn sealing_header(&self) -> Vec<u8> {
+        let mut out = SEALED_OP_DOMAIN.to_vec();
+        // Serializing into a Vec cannot fail.
+        let _ = (&self.namespace_id, &self.group_id, &self.parents, &self.signer, self.nonce, &self.hlc)
+            .serialize(&mut out);
+        out
+    }
+}
+
+/// Seals `body` (a group-private kind) for the op whose header `content` holds (its own
+/// body is ignored), under `key` of the op's group; returns the [`OpBody::Sealed`] body.
+/// `content`'s parents must already be sorted and distinct, as signing leaves them
+/// ([`SignedOp::sign_sealed`] does both).
+pub fn seal_op_body(key: &GroupKey, content: &OpContent, body: &OpBody) -> Result<OpBody, SealedOpError> {
+    let mut nonce = [0; NONCE_LEN];
+    rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut nonce);
+    seal_op_body_with_nonce(key, content, body, nonce)
+}
+
+/// [`seal_op_body`] with a given nonce (tests pin bytes with it; never repeat one under a key).
+pub(crate) fn seal_op_body_with_nonce(
+    key: &GroupKey,
+    content: &OpContent,
+    body: &OpBody,
+    nonce: [u8; NONCE_LEN],
+) -> Result<OpBody, SealedOpError> {
+    if !body.is_group_private() {
+        return Err(SealedOpError::NotPrivate);
+    }
+    let plain = borsh::to_vec(body).map_err(|_| SealedOpError::Undecodable)?;
+    let sealed = seal_with_nonce(key, &content.group_id, &content.sealing_header(), &plain, nonce)?;
+    Ok(OpBody::Sealed { key_id: sealed.key_id, nonce: sealed.nonce, ciphertext: sealed.ciphertext })
+}
+
+/// Opens the sealed body of `content` with `key` (a key of the op's group): it must open
+/// under the header it is bound to and decode as a group-private [`OpBody`].
+pub fn open_op_body(key: &GroupKey, content: &OpContent) -> Result<OpBody, SealedOpError> {
+    let OpBody::Sealed { key_id, nonce, ciphertext } = &content.body else { return Err(SealedOpError::NotSealed) };
+    let sealed = Sealed { key_id: *key_id, nonce: *nonce, ciphertext: ciphertext.clone() };
+    let plain = open(key, &content.group_id, &content.sealing_header(), &sealed)?;
+    let body: OpBody = borsh::from_slice(&plain).map_err(|_| SealedOpError::Undecodable)?;
+    if !body.is_group_private() {
+        return Err(SealedOpError::NotPrivate);
+    }
+    Ok(body)
 }
 
 /// Domain of a group signing key's id.
@@ -286,6 +428,22 @@ impl SignedOp {
         let op_id = content.op_id();
         let signature = secret.sign(&op_signing_message(&op_id));
         SignedOp { op_id, content, signature }
+    }
+
+    /// Signs `content` whose body is `body`, a group-private kind, sealed under `key` of
+    /// the op's group: sorts and deduplicates the parents and sets the signer (both are
+    /// part of the header the sealed body binds), seals the body, then signs.
+    pub fn sign_sealed(
+        mut content: OpContent,
+        body: &OpBody,
+        key: &GroupKey,
+        secret: &SecretKey,
+    ) -> Result<SignedOp, SealedOpError> {
+        content.parents.sort_unstable();
+        content.parents.dedup();
+        content.signer = secret.public_key();
+        content.body = seal_op_body(key, &content, body)?;
+        Ok(SignedOp::sign(content, secret))
     }
 
     /// Checks the signature under weft's rule ([`PublicKey::verify`]).
@@ -463,6 +621,128 @@ mod tests {
         assert_eq!(GovPosition::from_events(&[bad]), Some(Err(PositionError::Undecodable)));
         let unsorted = GovPosition { heads: vec![OpId([2; 32]), OpId([1; 32])], ..p };
         assert_eq!(GovPosition::from_events(&[unsorted.to_event()]), Some(Err(PositionError::BadHeads)));
+    }
+
+    fn private_content(secret: &SecretKey) -> OpContent {
+        OpContent {
+            namespace_id: NamespaceId([1; 32]),
+            group_id: GroupId([2; 32]),
+            parents: vec![OpId([9; 32]), OpId([3; 32])],
+            signer: secret.public_key(),
+            nonce: 7,
+            hlc: HybridTimestamp { physical_ms: 5, logical: 1 },
+            body: OpBody::MemberLeft,
+        }
+    }
+
+    fn alias() -> OpBody {
+        OpBody::AliasSet { target: AliasTarget::Group, alias: "team".into() }
+    }
+
+    #[test]
+    fn a_sealed_body_opens_only_under_its_key_and_header() {
+        let secret = SecretKey::from_bytes(&[4; 32]);
+        let key = GroupKey::from_bytes([0x11; 32]);
+        let op = SignedOp::sign_sealed(private_content(&secret), &alias(), &key, &secret).unwrap();
+        assert_eq!(op.verify_signature(), Ok(()));
+        assert_eq!(op.content.parents, vec![OpId([3; 32]), OpId([9; 32])], "sorted before sealing");
+        assert!(matches!(&op.content.body, OpBody::Sealed { key_id, .. } if *key_id == key.key_id()));
+        assert_eq!(open_op_body(&key, &op.content), Ok(alias()));
+
+        // Another key: refused by id. A forged header (another nonce, parent, group or
+        // signer, re-signed by its signer): the body no longer opens.
+        let other = GroupKey::from_bytes([0x12; 32]);
+        assert!(matches!(
+            open_op_body(&other, &op.content),
+            Err(SealedOpError::DoesNotOpen(EnvelopeError::WrongKey { .. }))
+        ));
+        let forged_edits: [fn(&mut OpContent); 4] = [
+            |c| c.nonce += 1,
+            |c| c.parents = vec![OpId([3; 32])],
+            |c| c.group_id = GroupId([5; 32]),
+            |c| c.hlc.logical += 1,
+        ];
+        for edit in forged_edits {
+            let mut forged = op.content.clone();
+            edit(&mut forged);
+            assert_eq!(
+                open_op_body(&key, &forged),
+                Err(SealedOpError::DoesNotOpen(EnvelopeError::Tampered)),
+                "{forged:?}"
+            );
+        }
+        let mut moved = op.content.clone();
+        moved.signer = SecretKey::from_bytes(&[6; 32]).public_key();
+        assert_eq!(open_op_body(&key, &moved), Err(SealedOpError::DoesNotOpen(EnvelopeError::Tampered)));
+        // A flipped ciphertext bit.
+        let mut flipped = op.content.clone();
+        if let OpBody::Sealed { ciphertext, .. } = &mut flipped.body {
+            ciphertext[0] ^= 1;
+        }
+        assert_eq!(open_op_body(&key, &flipped), Err(SealedOpError::DoesNotOpen(EnvelopeError::Tampered)));
+        // Only private kinds are sealed, and a plain body is not sealed.
+        assert_eq!(
+            SignedOp::sign_sealed(private_content(&secret), &OpBody::MemberLeft, &key, &secret),
+            Err(SealedOpError::NotPrivate)
+        );
+        assert_eq!(open_op_body(&key, &private_content(&secret)), Err(SealedOpError::NotSealed));
+        // A structural body sealed by hand (as a malicious member could) opens but is refused.
+        let mut content = private_content(&secret);
+        content.parents.sort_unstable();
+        let sealed = crate::seal(
+            &key,
+            &content.group_id,
+            &content.sealing_header(),
+            &borsh::to_vec(&OpBody::MemberLeft).unwrap(),
+        )
+        .unwrap();
+        content.body = OpBody::Sealed { key_id: sealed.key_id, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
+        assert_eq!(open_op_body(&key, &content), Err(SealedOpError::NotPrivate));
+    }
+
+    /// The sealed op body, pinned: its header, and the whole body with a fixed nonce.
+    #[test]
+    fn sealed_op_body_golden_bytes() {
+        let secret = SecretKey::from_bytes(&[4; 32]);
+        let mut content = private_content(&secret);
+        content.parents.sort_unstable();
+        let signer = hex::encode(secret.public_key().as_bytes());
+        // domain ‖ namespace ‖ group ‖ u32 LE 2 parents ‖ parents ‖ signer ‖ u64 LE nonce ‖ hlc (u64 LE ms, u32 LE logical)
+        let header = [
+            hex::encode(b"weft sealed op v1"),
+            "01".repeat(32),
+            "02".repeat(32),
+            "02000000".into(),
+            "03".repeat(32),
+            "09".repeat(32),
+            signer,
+            "0700000000000000".into(),
+            "050000000000000001000000".into(),
+        ]
+        .concat();
+        assert_eq!(hex::encode(content.sealing_header()), header);
+        let key = GroupKey::from_bytes([0x11; 32]);
+        let body = seal_op_body_with_nonce(&key, &content, &alias(), [0x33; 24]).unwrap();
+        let bytes = hex::encode(borsh::to_vec(&body).unwrap());
+        // tag 0x70 ‖ key id ‖ nonce ‖ u32 LE length (plaintext 10 + tag 16) ‖ ciphertext ‖ tag
+        let key_id = hex::encode(blake3::derive_key("weft group key id v1", &[0x11; 32]));
+        let prefix = ["70", &key_id, &"33".repeat(24), "1a000000"].concat();
+        assert_eq!(&bytes[..prefix.len()], prefix);
+        assert_eq!(bytes.len(), prefix.len() + 2 * 26);
+        assert_eq!(&bytes[prefix.len()..], GOLDEN_SEALED_ALIAS);
+        content.body = body;
+        assert_eq!(open_op_body(&key, &content), Ok(alias()));
+    }
+
+    /// The ciphertext and tag of `alias()` sealed by [`sealed_op_body_golden_bytes`].
+    const GOLDEN_SEALED_ALIAS: &str = "faa47389786b7752e3f97b6e8733b2395762784a1397e1461900";
+
+    #[test]
+    fn the_namespace_key_group_is_derived_and_not_the_root() {
+        let ns = NamespaceId([7; 32]);
+        assert_eq!(ns.key_group(), GroupId(blake3::derive_key("weft namespace key group v1", &[7; 32])));
+        assert_ne!(ns.key_group(), ns.root_group());
+        assert_ne!(ns.key_group(), NamespaceId([8; 32]).key_group());
     }
 
     proptest! {

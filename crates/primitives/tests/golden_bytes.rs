@@ -700,6 +700,34 @@ fn key_rotated_op_body() {
     );
 }
 
+#[test]
+fn namespace_key_rotated_and_sealed_op_bodies() {
+    check(
+        &OpBody::NamespaceKeyRotated { key_id: KeyId([0x4b; 32]), envelopes: vec![key_envelope()] },
+        &[
+            "51",                                                               // tag NamespaceKeyRotated
+            "4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b", // key_id
+            "01000000",                                                         // envelopes: 1
+            KEY_ENVELOPE_HEX,
+        ]
+        .concat(),
+    );
+    check(
+        &OpBody::Sealed { key_id: KeyId([0x4b; 32]), nonce: [0x33; 24], ciphertext: vec![0xc1; 17] },
+        &[
+            "70",                                                               // tag Sealed
+            "4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b", // key_id
+            "333333333333333333333333333333333333333333333333",                 // nonce
+            "11000000",                                                         // ciphertext: 17 bytes
+            "c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1",                               // ciphertext ‖ tag
+        ]
+        .concat(),
+    );
+    // The namespace key's group id: derive("weft namespace key group v1", namespace).
+    let ns = NamespaceId([0x11; 32]);
+    assert_eq!(ns.key_group(), GroupId(*Hash::derive("weft namespace key group v1", &[0x11; 32]).as_bytes()));
+}
+
 fn op_content() -> OpContent {
     OpContent {
         namespace_id: NamespaceId([0x11; 32]),

@@ -22,6 +22,11 @@
 //! register a victim's context id in it and write as its admin. Honest nodes agree because
 //! each learns the context through its own namespace first.
 //!
+//! A node that holds some of the group's private state back for want of a key (see
+//! [`super::GroupState::held`]) refuses the group's deltas
+//! ([`DeltaAuthError::PrivateStateHeld`]) until key recovery brings the key: the per-context
+//! capabilities it would need are sealed.
+//!
 //! Limits of this scheme, stated plainly:
 //! - a delta citing ops this node has not received yet is refused
 //!   ([`DeltaAuthError::UnknownPosition`]); the engine's [`Authorizer`] is a yes/no
@@ -77,6 +82,12 @@ pub enum DeltaAuthError {
     /// At the cited position a per-context override denies the author `WRITE`.
     #[error("{0} may not write this context")]
     WriteDenied(PublicKey),
+    /// At the cited position, some of the context's group's private state (per-context
+    /// capabilities among it) is sealed under a key this node does not hold yet: it refuses
+    /// rather than decide differently from the group's other members (not yet, not never:
+    /// key recovery brings the key).
+    #[error("the private state of group {0} is sealed under a key this node does not hold yet")]
+    PrivateStateHeld(weft_primitives::GroupId),
     /// Governance failed to answer.
     #[error(transparent)]
     Governance(#[from] GovernanceError),
@@ -126,10 +137,16 @@ impl<'a, B: Backend> GovernanceAuthorizer<'a, B> {
             }
             Err(e) => return Err(e.into()),
         };
-        let group = state
+        let (group_id, group) = state
             .group_of_context(context)
-            .and_then(|id| state.group(&id))
+            .and_then(|id| state.group(&id).map(|g| (id, g)))
             .ok_or(DeltaAuthError::ContextNotRegistered(*context))?;
+        // Per-context capabilities are private to the group: while some of its private state is
+        // sealed under a key this node lacks, it cannot decide as the group's other members
+        // would, so it does not decide at all.
+        if group.held.is_some() {
+            return Err(DeltaAuthError::PrivateStateHeld(group_id));
+        }
         match group.role(author) {
             None => Err(DeltaAuthError::NotMember(*author)),
             Some(Role::ReadOnly) => Err(DeltaAuthError::ReadOnly(*author)),

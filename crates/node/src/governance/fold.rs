@@ -26,6 +26,12 @@
 //! re-folded whenever an op is added (logs are small; clarity first): one pass,
 //! O(n) state steps with a warm memo.
 //!
+//! A group-private op's body is judged only where it is readable (see
+//! [`state::perform`]): the graph records the sealed bodies this node opened
+//! ([`OpGraph::set_opened`]), and both judgments take them into account; an op whose body
+//! cannot be read still takes effect as an envelope (its nonce is used) and is listed in
+//! [`Folded::held`]. Everything else is folded the same on every node.
+//!
 //! Ordering by `(height, op id)` lets a signer influence where its op falls among
 //! concurrent ones only by grinding ids; the outcome is still the same on every
 //! node, and either order keeps every invariant, because each op is re-judged
@@ -35,9 +41,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use weft_dag::{DagError, MemoryDag};
-use weft_primitives::{NamespaceId, OpId, SignedOp};
+use weft_primitives::{NamespaceId, OpBody, OpId, SealedOpError, SignedOp};
 
-use super::state::{self, GovState, Rejection, Stage};
+use super::state::{self, BodyOutcome, GovState, Rejection, Stage};
 
 /// The verdict on one op: it takes effect, or why not.
 pub type Verdict = Result<(), Rejection>;
@@ -49,12 +55,45 @@ pub struct OpGraph {
     namespace_id: NamespaceId,
     dag: MemoryDag<OpId>,
     ops: HashMap<OpId, SignedOp>,
+    /// Sealed bodies this node opened (or tried to open, with the key they name), by op id.
+    /// A sealed op missing here is one this node holds no key for.
+    opened: HashMap<OpId, Result<OpBody, SealedOpError>>,
 }
 
 impl OpGraph {
     /// An empty log.
     pub fn new(namespace_id: NamespaceId) -> Self {
-        OpGraph { namespace_id, dag: MemoryDag::new(), ops: HashMap::new() }
+        OpGraph { namespace_id, dag: MemoryDag::new(), ops: HashMap::new(), opened: HashMap::new() }
+    }
+
+    /// Records what opening a sealed op's body with the key it names gave. The fold then
+    /// judges that body; memoized results of a fold made before are stale (clear the memo).
+    pub fn set_opened(&mut self, id: OpId, body: Result<OpBody, SealedOpError>) {
+        self.opened.insert(id, body);
+    }
+
+    /// A sealed op's body as this node opened it (`None`: not opened, for want of its key).
+    pub fn opened(&self, id: &OpId) -> Option<&Result<OpBody, SealedOpError>> {
+        self.opened.get(id)
+    }
+
+    /// Sealed ops whose body this node has not opened (it holds no key for them).
+    pub fn unopened(&self) -> Vec<OpId> {
+        self.ops
+            .iter()
+            .filter(|(id, op)| matches!(op.content.body, OpBody::Sealed { .. }) && !self.opened.contains_key(id))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// The op as this node reads it: a sealed body this node opened is replaced by its
+    /// plaintext (the id and signature then no longer match the content: for reading only).
+    pub fn readable(&self, id: &OpId) -> Option<SignedOp> {
+        let mut op = self.ops.get(id)?.clone();
+        if let Some(Ok(body)) = self.opened.get(id) {
+            op.content.body = body.clone();
+        }
+        Some(op)
     }
 
     /// The namespace.
@@ -67,6 +106,11 @@ impl OpGraph {
         let height = self.dag.apply(op.op_id, op.content.parents.clone())?;
         self.ops.insert(op.op_id, op);
         Ok(height)
+    }
+
+    /// Every op in the graph, in no particular order.
+    pub fn ops(&self) -> impl Iterator<Item = &SignedOp> {
+        self.ops.values()
     }
 
     /// An op in the graph.
@@ -134,12 +178,15 @@ impl OpGraph {
     }
 }
 
-/// Memoized per-op results: the verdict at an op's parents and the state after
-/// it at its own position. Both depend only on the op's ancestors, so they never
-/// go stale; the memo may be cleared at any time to bound memory.
+/// Memoized per-op results: the verdict at an op's parents (and its private body's
+/// outcome there) and the state after it at its own position. They depend only on the
+/// op's ancestors and on which sealed bodies this node has opened: they never go stale
+/// while no new body is opened (a key arriving clears the memo); the memo may be cleared
+/// at any time to bound memory.
 #[derive(Clone, Debug, Default)]
 pub struct Memo {
     at_parents: HashMap<OpId, Verdict>,
+    body_at_parents: HashMap<OpId, BodyOutcome>,
     post: HashMap<OpId, Arc<GovState>>,
     positions: HashMap<Vec<OpId>, Arc<GovState>>,
 }
@@ -166,8 +213,12 @@ impl Memo {
 pub struct Folded {
     /// The state after every op that took effect.
     pub state: GovState,
-    /// Every op's verdict.
+    /// Every op's verdict. A group-private op whose body this node cannot read counts as
+    /// taking effect (its envelope did: its nonce is used) and is listed in `held` too.
     pub verdicts: BTreeMap<OpId, Verdict>,
+    /// Group-private ops whose effect is held back here ([`BodyOutcome::Held`]): sealed
+    /// under a key this node lacks, or after one such op of their group.
+    pub held: BTreeSet<OpId>,
 }
 
 /// Fills the memo for every op of the graph, in topological order.
@@ -179,10 +230,12 @@ fn prepare(graph: &OpGraph, memo: &mut Memo) {
         let Some(op) = graph.get(&id) else { continue };
         let mut at = parents_state(graph, memo, op);
         let verdict = state::judge(&at, op);
-        if verdict.is_ok() {
-            state::apply(&mut at, op);
-        }
+        let body = match verdict {
+            Ok(()) => state::perform(&mut at, op, graph.opened(&id), Stage::AtParents, None),
+            Err(_) => BodyOutcome::Structural,
+        };
         memo.at_parents.insert(id, verdict);
+        memo.body_at_parents.insert(id, body);
         memo.post.insert(id, Arc::new(at));
     }
 }
@@ -191,16 +244,23 @@ fn prepare(graph: &OpGraph, memo: &mut Memo) {
 fn fold_set(graph: &OpGraph, memo: &Memo, ids: impl IntoIterator<Item = OpId>) -> Folded {
     let mut state = GovState::empty(graph.namespace_id);
     let mut verdicts = BTreeMap::new();
+    let mut held = BTreeSet::new();
     for id in graph.sorted(ids) {
         let Some(op) = graph.get(&id) else { continue };
         let at_parents = memo.at_parents.get(&id).cloned().unwrap_or(Err(Rejection::Unsupported));
-        let verdict = at_parents.and_then(|()| state::judge_at(&state, op, Stage::Running));
+        let mut verdict = at_parents.and_then(|()| state::judge_at(&state, op, Stage::Running));
         if verdict.is_ok() {
-            state::apply(&mut state, op);
+            match state::perform(&mut state, op, graph.opened(&id), Stage::Running, memo.body_at_parents.get(&id)) {
+                BodyOutcome::Rejected(r) => verdict = Err(r),
+                BodyOutcome::Held => {
+                    held.insert(id);
+                }
+                BodyOutcome::Applied | BodyOutcome::Structural => {}
+            }
         }
         verdicts.insert(id, verdict);
     }
-    Folded { state, verdicts }
+    Folded { state, verdicts, held }
 }
 
 /// The state at `op`'s parents (which must all be in the graph and memoized).

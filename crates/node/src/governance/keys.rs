@@ -46,16 +46,31 @@
 //!   closes the gap on any admin's node.
 //!
 //! Keys of deleted groups stay in 0x3A (payloads sealed under them stay readable).
+//!
+//! ## Sealed op bodies and the namespace key
+//!
+//! - A sealed private op is opened when it is logged, at load, and again by
+//!   [`Governance::reopen`] when a key arrives, with the keys at 0x3A or delivered to this
+//!   node's identity by a rotation in the log. [`Governance::held_keys`] names, per group
+//!   this node is a member of, the key of the first body it cannot open: what key recovery
+//!   asks for (older keys included, so a member added later reads the group's history).
+//! - The namespace key is rotated by a root admin ([`Governance::rotate_namespace_key`],
+//!   [`Governance::ensure_namespace_key`]), its envelopes to every participant and naming
+//!   [`NamespaceId::key_group`], stored at 0x3A under that id, and given on request to a
+//!   participant ([`Governance::namespace_key_for_participant`],
+//!   [`Governance::accept_namespace_key_envelope`]).
+
+use std::collections::HashMap;
 
 use weft_primitives::{
-    open_key_envelope, EnvelopeError, GroupId, GroupKey, KeyEnvelope, KeyId, NamespaceId, OpBody, OpId, PublicKey,
-    Role, SecretKey, SignedOp,
+    open_key_envelope, open_op_body, EnvelopeError, GroupId, GroupKey, KeyEnvelope, KeyId, NamespaceId, OpBody, OpId,
+    PublicKey, Role, SecretKey, SignedOp,
 };
 use weft_store::schema::{Column, GroupKeyEntry, NamespaceIdentity};
 use weft_store::{Backend, Read, WriteBatch};
 
 use super::fold::OpGraph;
-use super::state::{GroupState, Rejection};
+use super::state::{GovState, GroupState, Rejection};
 use super::store::{Governance, GovernanceError};
 
 /// Attempts at a rotation when the membership changes between building it and logging it.
@@ -110,10 +125,13 @@ pub fn rotation_body(
 /// The key a rotation op delivers to `recipient`: `None` if the op is no rotation
 /// or holds no envelope for it.
 pub fn open_rotation(op: &SignedOp, recipient: &SecretKey) -> Option<Result<GroupKey, EnvelopeError>> {
-    let OpBody::KeyRotated { envelopes, .. } = &op.content.body else { return None };
+    let (OpBody::KeyRotated { envelopes, .. } | OpBody::NamespaceKeyRotated { envelopes, .. }) = &op.content.body
+    else {
+        return None;
+    };
     let me = recipient.public_key();
     let envelope = envelopes.iter().find(|e| e.recipient == me)?;
-    if envelope.group_id != op.content.group_id {
+    if envelope.group_id != key_group_of(op) {
         return Some(Err(EnvelopeError::Tampered));
     }
     Some(open_key_envelope(recipient, envelope, Some(&op.content.signer)))
@@ -153,7 +171,7 @@ impl<B: Backend> Governance<B> {
         let rotations: Vec<&SignedOp> = logged
             .iter()
             .filter_map(|id| graph.get(id))
-            .filter(|op| matches!(op.content.body, OpBody::KeyRotated { .. }))
+            .filter(|op| matches!(op.content.body, OpBody::KeyRotated { .. } | OpBody::NamespaceKeyRotated { .. }))
             .collect();
         if rotations.is_empty() {
             return Ok(());
@@ -161,10 +179,86 @@ impl<B: Backend> Governance<B> {
         let Some(identity) = self.local_identity(namespace_id)? else { return Ok(()) };
         for op in rotations {
             if let Some(key) = opened(op, &identity) {
-                batch.put(&GroupKeyEntry { group_id: op.content.group_id, key_id: key.key_id() }, key.as_bytes());
+                batch.put(&GroupKeyEntry { group_id: key_group_of(op), key_id: key.key_id() }, key.as_bytes());
             }
         }
         Ok(())
+    }
+
+    /// A key of the namespace this node can use now: stored at 0x3A, or delivered to its
+    /// identity by a rotation in `graph` (logged before the node held that identity, or in
+    /// the batch being written). `group_id` is a group's id or the namespace's key group.
+    /// Reads the store only (called with the namespaces' lock held).
+    fn find_key(
+        &self,
+        graph: &OpGraph,
+        identity: Option<&SecretKey>,
+        group_id: &GroupId,
+        key_id: &KeyId,
+    ) -> Result<Option<GroupKey>, GovernanceError> {
+        if let Some(bytes) = self.store().get(&GroupKeyEntry { group_id: *group_id, key_id: *key_id })? {
+            return parse_key(group_id, key_id, &bytes).map(Some);
+        }
+        let Some(identity) = identity else { return Ok(None) };
+        Ok(graph
+            .ops()
+            .filter(|op| key_group_of(op) == *group_id && rotation_key_id(op) == Some(key_id))
+            .find_map(|op| opened(op, identity)))
+    }
+
+    /// Opens the sealed bodies of `ids` (those not opened yet) whose keys this node holds,
+    /// recording each result in the graph — a body that does not open under the key it
+    /// names, or is no group-private op, is recorded as such. Returns the ops opened.
+    pub(super) fn open_sealed(&self, graph: &mut OpGraph, ids: &[OpId]) -> Result<Vec<OpId>, GovernanceError> {
+        let mut wanted: Vec<(OpId, GroupId, KeyId)> = Vec::new();
+        for id in ids {
+            if graph.opened(id).is_some() {
+                continue;
+            }
+            if let Some(OpBody::Sealed { key_id, .. }) = graph.get(id).map(|op| &op.content.body) {
+                wanted.push((*id, graph.get(id).map(|op| op.content.group_id).unwrap_or_default(), *key_id));
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let identity = self.local_identity(&graph.namespace_id())?;
+        let mut keys: HashMap<(GroupId, KeyId), Option<GroupKey>> = HashMap::new();
+        let mut opened_ids = Vec::new();
+        for (id, group_id, key_id) in wanted {
+            let key = match keys.get(&(group_id, key_id)) {
+                Some(key) => key.clone(),
+                None => {
+                    let key = self.find_key(graph, identity.as_ref(), &group_id, &key_id)?;
+                    keys.insert((group_id, key_id), key.clone());
+                    key
+                }
+            };
+            let Some(key) = key else { continue };
+            let Some(op) = graph.get(&id) else { continue };
+            let body = open_op_body(&key, &op.content);
+            if let Err(e) = &body {
+                tracing::warn!(op = %id, group = %group_id, error = %e, "a sealed op body does not open under its key");
+            }
+            graph.set_opened(id, body);
+            opened_ids.push(id);
+        }
+        Ok(opened_ids)
+    }
+
+    /// The groups of a namespace whose private state this node holds back for want of a key
+    /// (see [`super::GroupState::held`]) and of which its identity is a member, with the key
+    /// the first held op names: what key recovery asks peers for (older keys included).
+    pub fn held_keys(&self, namespace_id: &NamespaceId) -> Result<Vec<(GroupId, KeyId)>, GovernanceError> {
+        let Some(me) = self.local_identity(namespace_id)?.map(|s| s.public_key()) else { return Ok(Vec::new()) };
+        self.with_state(namespace_id, |state| {
+            state
+                .groups
+                .iter()
+                .filter(|(_, g)| g.members.contains_key(&me))
+                .filter_map(|(id, g)| g.held.map(|(_, key_id)| (*id, key_id)))
+                .collect()
+        })
     }
 
     /// Where a group's key stands in the current fold.
@@ -320,7 +414,8 @@ impl<B: Backend> Governance<B> {
     /// be addressed to this node's identity in the group's namespace, for `group_id` and a key
     /// the group has had in the current fold; it must open, and the key must match its id
     /// (whoever sent it, a key with the right id is the right key). The key is stored (0x3A).
-    /// Returns its id.
+    /// Returns its id. Sealed ops of the group under it open at the next
+    /// [`Governance::reopen`] of the namespace (the caller's, so it learns which opened).
     pub fn accept_key_envelope(&self, group_id: &GroupId, envelope: &KeyEnvelope) -> Result<KeyId, GovernanceError> {
         let refused = |why: &str| GovernanceError::KeyRefused(why.to_string());
         let namespace_id = self.namespace_of(group_id)?;
@@ -341,6 +436,219 @@ impl<B: Backend> Governance<B> {
         let key_id = key.key_id();
         self.store().put(&GroupKeyEntry { group_id: *group_id, key_id }, key.as_bytes())?;
         Ok(key_id)
+    }
+}
+
+/// Where the namespace key stands, from the current fold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceKeyStatus {
+    /// The current namespace key's id, if there has been a rotation.
+    pub key_id: Option<KeyId>,
+    /// Holders of the current key that are no longer participants (their last group left).
+    pub stale_holders: Vec<PublicKey>,
+    /// Participants that can receive keys but were not sent the current one (they get it by
+    /// key recovery: no rotation is needed for a new participant).
+    pub participants_without_key: Vec<PublicKey>,
+}
+
+impl NamespaceKeyStatus {
+    /// The status of a namespace's state.
+    pub fn of(state: &GovState) -> NamespaceKeyStatus {
+        NamespaceKeyStatus {
+            key_id: state.namespace_key,
+            stale_holders: state.stale_namespace_key_holders(),
+            participants_without_key: state
+                .namespace_key_recipients()
+                .into_iter()
+                .filter(|p| !state.namespace_key_holders.contains(p))
+                .collect(),
+        }
+    }
+
+    /// Whether a root admin should rotate: no key yet, or a holder is no participant any more.
+    pub fn needs_rotation(&self) -> bool {
+        self.key_id.is_none() || !self.stale_holders.is_empty()
+    }
+}
+
+/// The body of a namespace key rotation to `key` in state `state`, sent by `sender`: one
+/// envelope per participant that can receive keys, sorted by recipient, naming the
+/// namespace's key group.
+pub fn namespace_rotation_body(state: &GovState, sender: &SecretKey, key: &GroupKey) -> Result<OpBody, EnvelopeError> {
+    let group = state.namespace_id.key_group();
+    let envelopes = state
+        .namespace_key_recipients()
+        .iter()
+        .map(|p| KeyEnvelope::seal(sender, p, group, key))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(OpBody::NamespaceKeyRotated { key_id: key.key_id(), envelopes })
+}
+
+impl<B: Backend> Governance<B> {
+    /// Where the namespace key stands in the current fold.
+    pub fn namespace_key_status(&self, namespace_id: &NamespaceId) -> Result<NamespaceKeyStatus, GovernanceError> {
+        self.with_state(namespace_id, NamespaceKeyStatus::of)
+    }
+
+    /// The id of the namespace's current key in the current fold (`None`: no rotation yet).
+    pub fn current_namespace_key_id(&self, namespace_id: &NamespaceId) -> Result<Option<KeyId>, GovernanceError> {
+        self.with_state(namespace_id, |s| s.namespace_key)
+    }
+
+    /// A namespace key by id, if this node holds it (0x3A under [`NamespaceId::key_group`]),
+    /// or a logged rotation delivers it to this node's identity (then it is stored).
+    pub fn namespace_key(
+        &self,
+        namespace_id: &NamespaceId,
+        key_id: &KeyId,
+    ) -> Result<Option<GroupKey>, GovernanceError> {
+        let row = GroupKeyEntry { group_id: namespace_id.key_group(), key_id: *key_id };
+        if let Some(bytes) = self.store().get(&row)? {
+            return parse_key(&row.group_id, key_id, &bytes).map(Some);
+        }
+        let Some(identity) = self.local_identity(namespace_id)? else { return Ok(None) };
+        let rotation = match self.with_loaded_graph(namespace_id, |graph| {
+            graph
+                .ops()
+                .find(|op| matches!(&op.content.body, OpBody::NamespaceKeyRotated { key_id: k, .. } if k == key_id))
+                .cloned()
+        }) {
+            Ok(rotation) => rotation,
+            Err(GovernanceError::UnknownNamespace(_)) => None,
+            Err(e) => return Err(e),
+        };
+        let Some(key) = rotation.and_then(|op| opened(&op, &identity)) else { return Ok(None) };
+        self.store().put(&row, key.as_bytes())?;
+        Ok(Some(key))
+    }
+
+    /// The namespace's current key and its id, if there is one and this node holds it.
+    pub fn current_namespace_key(
+        &self,
+        namespace_id: &NamespaceId,
+    ) -> Result<Option<(KeyId, GroupKey)>, GovernanceError> {
+        let Some(key_id) = self.current_namespace_key_id(namespace_id)? else { return Ok(None) };
+        Ok(self.namespace_key(namespace_id, &key_id)?.map(|key| (key_id, key)))
+    }
+
+    /// Rotates the namespace key: draws a fresh key, seals it to every participant that can
+    /// receive keys, signs the rotation with `secret` (an admin of the root group) on the
+    /// current heads and logs it; the key is stored first. Returns the op and the key's id.
+    pub fn rotate_namespace_key(
+        &self,
+        namespace_id: &NamespaceId,
+        secret: &SecretKey,
+    ) -> Result<(OpId, KeyId), GovernanceError> {
+        let root = namespace_id.root_group();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let state = self.state(namespace_id)?;
+            let signer = secret.public_key();
+            match state.group(&root).and_then(|g| g.role(&signer)) {
+                Some(Role::Admin) => {}
+                Some(_) => return Err(Rejection::AdminRequired(signer).into()),
+                None => return Err(Rejection::NotMember(signer).into()),
+            }
+            let key = GroupKey::generate();
+            let key_id = key.key_id();
+            let body = namespace_rotation_body(&state, secret, &key)?;
+            self.store().put(&GroupKeyEntry { group_id: namespace_id.key_group(), key_id }, key.as_bytes())?;
+            match self.act(*namespace_id, root, secret, body) {
+                Ok(op_id) => return Ok((op_id, key_id)),
+                Err(GovernanceError::Rejected(Rejection::KeyRecipients { .. })) if attempt < ROTATION_ATTEMPTS => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Rotates the namespace key if it needs it ([`NamespaceKeyStatus::needs_rotation`]) and
+    /// `secret` is an admin of the root group; otherwise does nothing.
+    pub fn ensure_namespace_key(
+        &self,
+        namespace_id: &NamespaceId,
+        secret: &SecretKey,
+    ) -> Result<Option<(OpId, KeyId)>, GovernanceError> {
+        let (needs, admin) = self.with_state(namespace_id, |state| {
+            let admin = state.group(&namespace_id.root_group()).and_then(|g| g.role(&secret.public_key()));
+            (NamespaceKeyStatus::of(state).needs_rotation(), admin == Some(Role::Admin))
+        })?;
+        if !needs || !admin {
+            return Ok(None);
+        }
+        self.rotate_namespace_key(namespace_id, secret).map(Some)
+    }
+
+    /// Answers a peer that asks, for `requester`, for namespace key `key_id`: a fresh
+    /// envelope to `requester` if, in the current fold, `requester` is a participant (a
+    /// member of some live group) that can receive keys, the namespace has had that key, and
+    /// this node holds it; else [`KeyAnswer::Nothing`], one answer for every reason.
+    pub fn namespace_key_for_participant(
+        &self,
+        namespace_id: &NamespaceId,
+        key_id: &KeyId,
+        requester: &PublicKey,
+    ) -> Result<KeyAnswer, GovernanceError> {
+        let entitled = match self.with_state(namespace_id, |state| {
+            state.is_participant(requester)
+                && state.namespace_key_ids.contains(key_id)
+                && super::state::can_receive_keys(requester)
+        }) {
+            Ok(entitled) => entitled,
+            Err(GovernanceError::UnknownNamespace(_)) => false,
+            Err(e) => return Err(e),
+        };
+        if !entitled {
+            return Ok(KeyAnswer::Nothing);
+        }
+        let (Some(identity), Some(key)) =
+            (self.local_identity(namespace_id)?, self.namespace_key(namespace_id, key_id)?)
+        else {
+            return Ok(KeyAnswer::Nothing);
+        };
+        Ok(KeyAnswer::Envelope(Box::new(KeyEnvelope::seal(&identity, requester, namespace_id.key_group(), &key)?)))
+    }
+
+    /// Takes a namespace key a peer sent on request: the envelope must be addressed to this
+    /// node's identity in the namespace and name the namespace's key group; it must open and
+    /// the key match its id. Its fold need not know the key yet: the rotation introducing it
+    /// is itself sealed under it (a joiner, or a participant that missed the rotation, learns
+    /// the id from the first sealed message it sees). Taking a key on its id alone is safe:
+    /// the node only opens what peers send with it — ops that are checked as always — and
+    /// seals only under the key its own fold names current.
+    pub fn accept_namespace_key_envelope(
+        &self,
+        namespace_id: &NamespaceId,
+        envelope: &KeyEnvelope,
+    ) -> Result<KeyId, GovernanceError> {
+        let refused = |why: &str| GovernanceError::KeyRefused(why.to_string());
+        let identity = self.local_identity(namespace_id)?.ok_or_else(|| refused("no identity in the namespace"))?;
+        if envelope.recipient != identity.public_key() {
+            return Err(refused("the envelope is addressed to another identity"));
+        }
+        if envelope.group_id != namespace_id.key_group() {
+            return Err(refused("the envelope names another key group"));
+        }
+        let key = open_key_envelope(&identity, envelope, None).map_err(|e| refused(&e.to_string()))?;
+        let key_id = key.key_id();
+        self.store().put(&GroupKeyEntry { group_id: namespace_id.key_group(), key_id }, key.as_bytes())?;
+        Ok(key_id)
+    }
+}
+
+/// The 0x3A group a rotation's key is stored under: its group, or the namespace's key group.
+fn key_group_of(op: &SignedOp) -> GroupId {
+    match op.content.body {
+        OpBody::NamespaceKeyRotated { .. } => op.content.namespace_id.key_group(),
+        _ => op.content.group_id,
+    }
+}
+
+/// The key id a rotation (of a group or of the namespace) introduces.
+fn rotation_key_id(op: &SignedOp) -> Option<&KeyId> {
+    match &op.content.body {
+        OpBody::KeyRotated { key_id, .. } | OpBody::NamespaceKeyRotated { key_id, .. } => Some(key_id),
+        _ => None,
     }
 }
 

@@ -16,8 +16,9 @@
 //!   and the Rust API;
 //! - [`authorize`]: context deltas authorized against the governance position
 //!   they cite;
-//! - [`keys`]: group keys — who rotates, which rotation is current, who holds
-//!   which key (0x3A) — and the API to rotate and read them.
+//! - [`keys`]: group keys and the namespace key — who rotates, which rotation is
+//!   current, who holds which key (0x3A), opening sealed op bodies — and the API to
+//!   rotate, read and recover them.
 //!
 //! ## Group keys, in short
 //!
@@ -89,10 +90,34 @@
 //! [`Governance::key_for_member`] and [`Governance::accept_key_envelope`], used by
 //! the network's `GroupKey` request. A non-member is refused.
 //!
-//! Not built yet here: encrypting governance op payloads and keeping
-//! undecryptable ops as opaque skeletons (ops travel signed but in the clear; the
-//! design it needs, and why, is in `docs/group-keys.md`), and running migration
-//! methods.
+//! ## Sealed governance ops and skeletons
+//!
+//! Ops come in two tiers (see `weft_primitives`' governance ops docs). *Structural* ops
+//! (groups, membership, roles, capabilities, the context registry, key rotations) are
+//! read by every participant of the namespace. *Group-private* ops (aliases, target
+//! application, signing keys, context joins, per-context capabilities) are sealed under
+//! their group's current key once it has one ([`Governance::act`] does it): the op id and
+//! signature cover the ciphertext, so every node checks, logs (0x38, the op as signed: an
+//! opaque skeleton to a node without the key) and relays it. The fold judges each op's
+//! *envelope* — nonce, group, signer's membership, the key a sealed body names — alike on
+//! every node; a private body only where it is readable ([`state::perform`]). A node that
+//! cannot read one holds the group's later private effects back ([`GroupState::held`],
+//! [`Submitted::Held`]) and refuses its deltas until key recovery brings the key, when
+//! [`Governance::reopen`] folds again. Every node therefore reaches the same verdicts on
+//! everything it can read: all structural state, and the private state of the groups whose
+//! keys it holds (tested by the `governance_sealed_ops_agree` proptest).
+//!
+//! ## The namespace key
+//!
+//! A key of the namespace, held by every participant (a member of any live group), seals
+//! its governance traffic in transit (see [`crate::net::protocol`]). It is rotated by the
+//! root group's admins (`NamespaceKeyRotated`), folded like group keys with "participants"
+//! for "members" ([`GovState::namespace_key`]), stored at 0x3A under
+//! [`weft_primitives::NamespaceId::key_group`], and given to a new participant by key
+//! recovery ([`Governance::namespace_key_for_participant`]). See [`keys`].
+//!
+//! Not built yet here: running migration methods, and hiding which group a context is
+//! registered in from the namespace's other participants (`docs/group-keys.md`).
 
 pub mod authorize;
 pub mod fold;
@@ -103,7 +128,7 @@ pub mod store;
 
 pub use authorize::{DeltaAuthError, GovernanceAuthorizer, SharedGovernanceAuthorizer};
 pub use fold::{Folded, Memo, OpGraph, Verdict};
-pub use keys::{open_rotation, rotation_body, KeyAnswer, KeyStatus};
+pub use keys::{namespace_rotation_body, open_rotation, rotation_body, KeyAnswer, KeyStatus, NamespaceKeyStatus};
 pub use op::{check_shape, check_signature, decode_op, InvalidOp, OpLimits};
-pub use state::{can_receive_keys, GovState, GroupState, Rejection, Stage, MAX_NONCE_AHEAD};
+pub use state::{can_receive_keys, BodyOutcome, GovState, GroupState, Rejection, Stage, MAX_NONCE_AHEAD};
 pub use store::{Governance, GovernanceConfig, GovernanceError, MemberInfo, SubmitOutcome, Submitted};

@@ -1,8 +1,9 @@
 //! Checks an op must pass before it is even considered: shape, size limits, id
 //! and signature. They depend only on the op's bytes, so a failure is final and
-//! the same on every node.
+//! the same on every node. A sealed body is judged here as the bytes it is (its
+//! length); whether it opens is for members alone (see [`super::state`]).
 
-use weft_primitives::{verify_batch, KeyEnvelope, OpBody, OpId, SignedOp};
+use weft_primitives::{verify_batch, KeyEnvelope, OpBody, OpId, SignedOp, TAG_LEN};
 
 /// Size limits every node enforces identically.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +81,9 @@ pub enum InvalidOp {
     /// A key envelope's signature does not verify under its sender's key.
     #[error("bad key envelope signature on op {0}")]
     BadEnvelopeSignature(OpId),
+    /// A sealed body too short to hold its AEAD tag.
+    #[error("a sealed op body shorter than its tag")]
+    MalformedSealedBody,
 }
 
 /// Decodes an op received as bytes, refusing input longer than any op may be
@@ -116,29 +120,20 @@ pub fn check_shape(op: &SignedOp, limits: &OpLimits) -> Result<(), InvalidOp> {
         OpBody::TargetApplicationSet { migration: Some(m), .. } if m.len() > limits.max_migration_len => {
             return Err(InvalidOp::Oversized("migration"));
         }
-        OpBody::KeyRotated { key_id, envelopes } => {
-            if envelopes.len() > limits.max_key_envelopes {
-                return Err(InvalidOp::Oversized("key envelopes"));
-            }
-            if envelopes.windows(2).any(|w| w[0].recipient >= w[1].recipient) {
-                return Err(InvalidOp::MalformedEnvelopes("recipients must be sorted and distinct"));
-            }
-            for e in envelopes {
-                if e.group_id != c.group_id {
-                    return Err(InvalidOp::MalformedEnvelopes("an envelope names another group"));
-                }
-                if e.key_id != *key_id {
-                    return Err(InvalidOp::MalformedEnvelopes("an envelope names another key"));
-                }
-                if e.sender != c.signer {
-                    return Err(InvalidOp::MalformedEnvelopes("an envelope's sender is not the op's signer"));
-                }
-            }
+        OpBody::KeyRotated { key_id, envelopes } => check_envelopes(c, c.group_id, key_id, envelopes, limits)?,
+        // The namespace key's envelopes name the namespace's key group, never a real group.
+        OpBody::NamespaceKeyRotated { key_id, envelopes } => {
+            check_envelopes(c, c.namespace_id.key_group(), key_id, envelopes, limits)?;
+        }
+        OpBody::Sealed { ciphertext, .. } if ciphertext.len() < TAG_LEN => {
+            return Err(InvalidOp::MalformedSealedBody);
         }
         _ => {}
     }
     let envelope_bytes = match &c.body {
-        OpBody::KeyRotated { envelopes, .. } => envelopes.len().saturating_mul(KeyEnvelope::ENCODED_LEN),
+        OpBody::KeyRotated { envelopes, .. } | OpBody::NamespaceKeyRotated { envelopes, .. } => {
+            envelopes.len().saturating_mul(KeyEnvelope::ENCODED_LEN)
+        }
         _ => 0,
     };
     if borsh::to_vec(op).map_or(true, |b| b.len() > limits.max_op_bytes.saturating_add(envelope_bytes)) {
@@ -155,11 +150,42 @@ pub fn check_shape(op: &SignedOp, limits: &OpLimits) -> Result<(), InvalidOp> {
     Ok(())
 }
 
+/// A rotation's envelopes: at most `max_key_envelopes`, recipients sorted and distinct, each
+/// naming `group` (the op's group, or the namespace's key group), the op's key id and its
+/// signer as sender.
+fn check_envelopes(
+    c: &weft_primitives::OpContent,
+    group: weft_primitives::GroupId,
+    key_id: &weft_primitives::KeyId,
+    envelopes: &[KeyEnvelope],
+    limits: &OpLimits,
+) -> Result<(), InvalidOp> {
+    if envelopes.len() > limits.max_key_envelopes {
+        return Err(InvalidOp::Oversized("key envelopes"));
+    }
+    if envelopes.windows(2).any(|w| w[0].recipient >= w[1].recipient) {
+        return Err(InvalidOp::MalformedEnvelopes("recipients must be sorted and distinct"));
+    }
+    for e in envelopes {
+        if e.group_id != group {
+            return Err(InvalidOp::MalformedEnvelopes("an envelope names another group"));
+        }
+        if e.key_id != *key_id {
+            return Err(InvalidOp::MalformedEnvelopes("an envelope names another key"));
+        }
+        if e.sender != c.signer {
+            return Err(InvalidOp::MalformedEnvelopes("an envelope's sender is not the op's signer"));
+        }
+    }
+    Ok(())
+}
+
 /// Verifies the signer's signature and, for a key rotation, every envelope's
-/// (ZIP-215, the same verdict on every node). Decryption plays no part.
+/// (ZIP-215, the same verdict on every node). Decryption plays no part: a sealed body is
+/// checked as the bytes it is.
 pub fn check_signature(op: &SignedOp) -> Result<(), InvalidOp> {
     op.verify_signature().map_err(|_| InvalidOp::BadSignature(op.op_id))?;
-    if let OpBody::KeyRotated { envelopes, .. } = &op.content.body {
+    if let OpBody::KeyRotated { envelopes, .. } | OpBody::NamespaceKeyRotated { envelopes, .. } = &op.content.body {
         let messages: Vec<Vec<u8>> = envelopes.iter().map(KeyEnvelope::signing_message).collect();
         let items: Vec<_> =
             envelopes.iter().zip(&messages).map(|(e, m)| (m.as_slice(), e.signature, e.sender)).collect();

@@ -32,6 +32,19 @@
 //!   public key, which must be a valid Ed25519 key not registered before. A
 //!   registered key counts ([`GroupState::signing_key`]) while the admin that
 //!   registered it is still an admin of the group.
+//! - **Two tiers.** An op's *envelope* is judged by every node alike (the rules above
+//!   for structural ops; for a group-private op, plain or sealed: the nonce, the group
+//!   live, the signer a member, and the key a sealed body names being one the group has
+//!   had); its nonce is used whenever the envelope takes effect, whatever the body. A
+//!   group-private *body* is judged by [`perform`] where it is readable: a plain one in
+//!   full at its parents while no sealed op of its group is in effect there (after that a
+//!   plain one is [`Rejection::MustBeSealed`]), a sealed one once opened; a sealed body
+//!   that does not open is [`Rejection::SealedBody`]; one this node cannot open, and every
+//!   later private effect of its group, is held back ([`GroupState::held`]).
+//! - **Namespace key.** Only a root admin rotates it (`NamespaceKeyRotated`, on the root
+//!   group), to a key id never used; at its parents its envelopes go to exactly the
+//!   participants (members of any live group) that can receive keys, in the running fold
+//!   to no one who stopped being one.
 //! - **Context joins.** A member records that it joined a registered context
 //!   (`ContextJoined`, once per member and context); registering a context joins
 //!   its registrar. Leaving or being removed from the group, or the context being
@@ -41,7 +54,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use weft_primitives::{
     AliasTarget, Capabilities, ContextCapabilities, ContextId, GroupId, GroupMetaValue, GroupUpgradeStatus,
-    GroupUpgradeValue, KeyEnvelope, KeyId, NamespaceId, NonceWindow, OpBody, PublicKey, Role, SignedOp, UpgradePolicy,
+    GroupUpgradeValue, KeyEnvelope, KeyId, NamespaceId, NonceWindow, OpBody, OpId, PublicKey, Role, SealedOpError,
+    SignedOp, UpgradePolicy,
 };
 
 /// How far beyond a signer's nonce floor a nonce may lie.
@@ -174,9 +188,40 @@ pub enum Rejection {
         /// The member.
         identity: PublicKey,
     },
+    /// Once a sealed private op of the group has taken effect, its private ops must be
+    /// sealed: a plain one could not be judged alike by members and non-members (whose view
+    /// of the group's private state is incomplete from the first sealed op on).
+    #[error("the group's private ops are sealed: a plain one is refused")]
+    MustBeSealed,
+    /// A sealed body names a key its group never had (at the op's causal parents).
+    #[error("sealed under key {0}, which the group never had")]
+    UnknownKey(KeyId),
+    /// A sealed body does not open under the key it names, or is not a group-private op
+    /// (seen only by nodes holding that key; the op stays logged, as a skeleton, with no
+    /// effect on the group's private state).
+    #[error("sealed body refused: {0}")]
+    SealedBody(SealedOpError),
+    /// The op acts on the namespace (a namespace key rotation) and must name the root group.
+    #[error("a namespace-wide op must act on the root group")]
+    NotRoot,
     /// An op kind this node does not know how to judge.
     #[error("unsupported op kind")]
     Unsupported,
+}
+
+/// What became of a group-private op's body (plain or sealed) once its envelope took
+/// effect. Structural ops have none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BodyOutcome {
+    /// A structural op: no private body.
+    Structural,
+    /// The body took effect on the group's private state.
+    Applied,
+    /// Held back: the body is sealed under a key this node does not hold, or an earlier
+    /// private op of the group was (see [`GroupState::held`]). Its effect is unknown here.
+    Held,
+    /// The body was judged and refused (or a sealed one does not open): no effect.
+    Rejected(Rejection),
 }
 
 /// Where an op is judged (see the fold's module docs).
@@ -234,6 +279,16 @@ pub struct GroupState {
     pub signing_keys: BTreeMap<KeyId, (PublicKey, PublicKey)>,
     /// Which members joined which of the group's contexts (0x32), by (context, member).
     pub joined: BTreeSet<(ContextId, PublicKey)>,
+    /// Whether a sealed private op of the group has taken effect (structural: every node
+    /// knows it). From then on the group's private ops must be sealed.
+    pub sealed: bool,
+    /// The first group-private op whose sealed body this fold could not read (no key
+    /// held here), with the key it names. From it on, the group's private state
+    /// (aliases, upgrade, signing keys, joins, per-context capabilities) is incomplete on
+    /// this node: later private effects are held back ([`BodyOutcome::Held`]) and deltas of
+    /// the group's contexts are not authorized here, until the key arrives and the log is
+    /// folded again. `None` on a member holding every key. Node-local, never materialized.
+    pub held: Option<(OpId, KeyId)>,
 }
 
 impl GroupState {
@@ -258,7 +313,27 @@ impl GroupState {
             key_ids: BTreeSet::new(),
             signing_keys: BTreeMap::new(),
             joined: BTreeSet::new(),
+            sealed: false,
+            held: None,
         }
+    }
+
+    /// This group with its private state (what group-private ops set) cleared: what every
+    /// participant of the namespace agrees on, whatever keys it holds. (The target
+    /// application is reset too: an upgrade changes it.)
+    pub fn structural(&self) -> GroupState {
+        let mut g = self.clone();
+        g.meta.target_application_id = Default::default();
+        g.meta.migration = None;
+        g.upgrade = None;
+        g.alias = None;
+        g.member_aliases.clear();
+        g.context_aliases.clear();
+        g.signing_keys.clear();
+        g.joined.clear();
+        g.context_capabilities.clear();
+        g.held = None;
+        g
     }
 
     /// A registered signing key's public key, if the key counts: its registering
@@ -386,12 +461,57 @@ pub struct GovState {
     pub deleted: BTreeSet<GroupId>,
     /// Each signer's used nonces.
     pub nonces: BTreeMap<PublicKey, NonceWindow>,
+    /// The namespace key's current id: the last `NamespaceKeyRotated` that took effect.
+    pub namespace_key: Option<KeyId>,
+    /// Who was sent the current namespace key. A holder that is no longer a participant
+    /// means the namespace needs a new key.
+    pub namespace_key_holders: BTreeSet<PublicKey>,
+    /// Every namespace key id rotated to (none may be reused).
+    pub namespace_key_ids: BTreeSet<KeyId>,
 }
 
 impl GovState {
     /// The state before any op.
     pub fn empty(namespace_id: NamespaceId) -> Self {
-        GovState { namespace_id, groups: BTreeMap::new(), deleted: BTreeSet::new(), nonces: BTreeMap::new() }
+        GovState {
+            namespace_id,
+            groups: BTreeMap::new(),
+            deleted: BTreeSet::new(),
+            nonces: BTreeMap::new(),
+            namespace_key: None,
+            namespace_key_holders: BTreeSet::new(),
+            namespace_key_ids: BTreeSet::new(),
+        }
+    }
+
+    /// The namespace's participants: the members of its live groups.
+    pub fn participants(&self) -> BTreeSet<PublicKey> {
+        self.groups.values().flat_map(|g| g.members.keys().copied()).collect()
+    }
+
+    /// Whether `identity` is a member of some live group of the namespace.
+    pub fn is_participant(&self, identity: &PublicKey) -> bool {
+        self.groups.values().any(|g| g.members.contains_key(identity))
+    }
+
+    /// Participants that can receive keys: who a namespace key rotation must address.
+    pub fn namespace_key_recipients(&self) -> BTreeSet<PublicKey> {
+        self.participants().into_iter().filter(can_receive_keys).collect()
+    }
+
+    /// Holders of the current namespace key that are no longer participants.
+    pub fn stale_namespace_key_holders(&self) -> Vec<PublicKey> {
+        self.namespace_key_holders.iter().filter(|h| !self.is_participant(h)).copied().collect()
+    }
+
+    /// This state with every group's private state cleared ([`GroupState::structural`]):
+    /// what a member of a group and a node outside it agree on.
+    pub fn structural(&self) -> GovState {
+        let mut s = self.clone();
+        for g in s.groups.values_mut() {
+            *g = g.structural();
+        }
+        s
     }
 
     /// A live group.
@@ -481,7 +601,112 @@ pub fn judge_at(state: &GovState, op: &SignedOp, stage: Stage) -> Result<(), Rej
             let parent = group.parent.ok_or(Rejection::CannotDeleteRoot)?;
             state.live(&parent)?.require(signer, Capabilities::DELETE_SUBGROUP)
         }
+        OpBody::NamespaceKeyRotated { key_id, envelopes } => {
+            if c.group_id != state.namespace_id.root_group() {
+                return Err(Rejection::NotRoot);
+            }
+            state.live(&c.group_id)?.require_admin(signer)?;
+            if state.namespace_key_ids.contains(key_id) {
+                return Err(Rejection::KeyReused(*key_id));
+            }
+            namespace_key_recipients(state, envelopes, stage)
+        }
+        // The envelope of a sealed body: what every participant can judge. The body itself is
+        // judged by the nodes that open it (`perform`).
+        OpBody::Sealed { key_id, .. } => {
+            let g = state.live(&c.group_id)?;
+            g.member(signer)?;
+            if !g.key_ids.contains(key_id) {
+                return Err(Rejection::UnknownKey(*key_id));
+            }
+            Ok(())
+        }
+        // A plain group-private op: judged in full at its parents, where no sealed op of the
+        // group has taken effect — so every node reads the group's private state there whole. In the running fold only what every node can judge decides whether
+        // it takes effect (and consumes its nonce); its private rules are judged by `perform`.
+        body if body.is_group_private() => {
+            let g = state.live(&c.group_id)?;
+            g.member(signer)?;
+            if stage == Stage::AtParents {
+                if g.sealed {
+                    return Err(Rejection::MustBeSealed);
+                }
+                judge_in_group(state, g, signer, body, stage)?;
+            }
+            Ok(())
+        }
         body => judge_in_group(state, state.live(&c.group_id)?, signer, body, stage),
+    }
+}
+
+/// The private rules of a group-private `body` signed by `signer` on group `group_id`: what
+/// [`perform`] judges once the body is readable (and what a node about to sign one checks
+/// first, so it signs nothing that would be refused).
+pub fn judge_private(
+    state: &GovState,
+    group_id: &GroupId,
+    signer: &PublicKey,
+    body: &OpBody,
+    stage: Stage,
+) -> Result<(), Rejection> {
+    if !body.is_group_private() {
+        return Err(Rejection::Unsupported);
+    }
+    judge_in_group(state, state.live(group_id)?, signer, body, stage)
+}
+
+/// Performs `op`, whose envelope [`judge_at`] accepted at `stage`: records its nonce, applies
+/// a structural op's effect, and judges and applies a group-private body if this node can
+/// read it. `opened` is a sealed body as this node opened it (`None`: no key here); `prior`
+/// is the body's outcome at the op's causal parents (for the running fold).
+pub fn perform(
+    state: &mut GovState,
+    op: &SignedOp,
+    opened: Option<&Result<OpBody, SealedOpError>>,
+    stage: Stage,
+    prior: Option<&BodyOutcome>,
+) -> BodyOutcome {
+    let c = &op.content;
+    let body: Result<&OpBody, BodyOutcome> = match &c.body {
+        OpBody::Sealed { key_id, .. } => match opened {
+            Some(Ok(body)) => Ok(body),
+            Some(Err(e)) => Err(BodyOutcome::Rejected(Rejection::SealedBody(e.clone()))),
+            None => {
+                apply(state, op);
+                if let Some(g) = state.groups.get_mut(&c.group_id) {
+                    g.held.get_or_insert((op.op_id, *key_id));
+                }
+                return BodyOutcome::Held;
+            }
+        },
+        body if body.is_group_private() => Ok(body),
+        _ => {
+            apply(state, op);
+            return BodyOutcome::Structural;
+        }
+    };
+    apply(state, op);
+    let held = state.groups.get(&c.group_id).is_none_or(|g| g.held.is_some());
+    match (body, prior) {
+        (_, Some(BodyOutcome::Rejected(r))) => BodyOutcome::Rejected(r.clone()),
+        (_, _) if held => BodyOutcome::Held,
+        (_, Some(BodyOutcome::Held)) => {
+            // Held at its parents but not here (what held it was overruled): still unknown.
+            if let (Some(g), OpBody::Sealed { key_id, .. }) = (state.groups.get_mut(&c.group_id), &c.body) {
+                g.held.get_or_insert((op.op_id, *key_id));
+            }
+            BodyOutcome::Held
+        }
+        (Err(outcome), _) => outcome,
+        (Ok(body), _) => match judge_private(state, &c.group_id, &c.signer, body, stage) {
+            Err(r) => BodyOutcome::Rejected(r),
+            Ok(()) => {
+                if let Some(g) = state.groups.get_mut(&c.group_id) {
+                    apply_in_group(g, op, body);
+                }
+                BodyOutcome::Applied
+            }
+        },
     }
 }
 
@@ -637,6 +862,33 @@ fn key_recipients(g: &GroupState, envelopes: &[KeyEnvelope], stage: Stage) -> Re
     }
 }
 
+/// A namespace key rotation's recipients against the namespace's participants at `stage`:
+/// at the op's parents exactly those that can receive keys; in the running fold, no one who
+/// is no longer a participant.
+fn namespace_key_recipients(state: &GovState, envelopes: &[KeyEnvelope], stage: Stage) -> Result<(), Rejection> {
+    let strict = stage == Stage::AtParents;
+    let participants = state.participants();
+    let unexpected: Vec<PublicKey> = envelopes
+        .iter()
+        .map(|e| e.recipient)
+        .filter(|r| !participants.contains(r) || (strict && !can_receive_keys(r)))
+        .collect();
+    let missing: Vec<PublicKey> = if strict {
+        participants
+            .iter()
+            .filter(|p| can_receive_keys(p) && envelopes.binary_search_by(|e| e.recipient.cmp(p)).is_err())
+            .copied()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if missing.is_empty() && unexpected.is_empty() {
+        Ok(())
+    } else {
+        Err(Rejection::KeyRecipients { missing, unexpected })
+    }
+}
+
 fn registered(g: &GroupState, context_id: &ContextId) -> Result<(), Rejection> {
     if g.contexts.contains(context_id) {
         Ok(())
@@ -660,12 +912,25 @@ fn set_alias<K: Ord>(map: &mut BTreeMap<K, String>, key: K, alias: &str) {
     }
 }
 
-/// Performs `op`, which [`judge`] accepted on `state`.
+/// Performs the structural part of `op`, which [`judge`] accepted on `state`: records its
+/// nonce and applies a structural op's effect. A group-private body (plain or sealed) is
+/// applied by [`perform`], which calls this first.
 pub fn apply(state: &mut GovState, op: &SignedOp) {
     let c = &op.content;
     state.nonces.entry(c.signer).or_default().record(c.nonce);
     let at_ms = c.hlc.physical_ms;
     match &c.body {
+        body if body.is_group_private() => {}
+        OpBody::Sealed { .. } => {
+            if let Some(g) = state.groups.get_mut(&c.group_id) {
+                g.sealed = true;
+            }
+        }
+        OpBody::NamespaceKeyRotated { key_id, envelopes } => {
+            state.namespace_key = Some(*key_id);
+            state.namespace_key_ids.insert(*key_id);
+            state.namespace_key_holders = envelopes.iter().map(|e| e.recipient).collect();
+        }
         OpBody::GroupCreated { parent, target_application_id, app_key, upgrade_policy, admin } => {
             let meta = GroupMetaValue {
                 app_key: *app_key,

@@ -106,6 +106,13 @@ pub enum GovernanceError {
     /// A key a peer sent was refused (misaddressed, unknown to the group, or not opening).
     #[error("key refused: {0}")]
     KeyRefused(String),
+    /// A group-private op cannot be sealed here: this node does not hold the group's current
+    /// key, or some of the group's private state is sealed under a key it lacks.
+    #[error("this node does not hold the keys of group {0} (yet): ask a member, or wait for key recovery")]
+    KeyNotHeld(GroupId),
+    /// A sealed op body could not be made.
+    #[error("sealed op body: {0}")]
+    Sealed(weft_primitives::SealedOpError),
 }
 
 /// What became of a submitted op.
@@ -124,6 +131,10 @@ pub enum Submitted {
     },
     /// Already logged or pending.
     Duplicate,
+    /// Logged, and its envelope takes effect (its nonce is used), but it is a group-private
+    /// op whose body this node cannot read (sealed under a key it lacks, or after such an
+    /// op of its group): its effect on the group's private state is held back here.
+    Held,
 }
 
 /// The result of a submit: the op's fate and what else it moved.
@@ -309,6 +320,33 @@ impl<B: Backend> Governance<B> {
         self.sign_with_nonce(namespace_id, group_id, secret, nonce, body)
     }
 
+    /// Builds a group-private op on the current heads (see [`Governance::act`]): plain while
+    /// the group has had no key, else sealed under its current key.
+    fn sign_private(
+        &self,
+        namespace_id: NamespaceId,
+        group_id: GroupId,
+        secret: &SecretKey,
+        body: OpBody,
+    ) -> Result<SignedOp, GovernanceError> {
+        let signer = secret.public_key();
+        let (key_id, held) = self.with_state(&namespace_id, |state| {
+            super::state::judge_private(state, &group_id, &signer, &body, super::state::Stage::Running)?;
+            let g = state.group(&group_id).ok_or(Rejection::UnknownGroup(group_id))?;
+            Ok::<_, Rejection>((g.key_id, g.held.is_some()))
+        })??;
+        if held {
+            return Err(GovernanceError::KeyNotHeld(group_id));
+        }
+        let nonce = self.next_nonce(&namespace_id, &signer)?;
+        let Some(key_id) = key_id else {
+            return self.sign_with_nonce(namespace_id, group_id, secret, nonce, body);
+        };
+        let key = self.group_key(&group_id, &key_id)?.ok_or(GovernanceError::KeyNotHeld(group_id))?;
+        let plain = self.sign_with_nonce(namespace_id, group_id, secret, nonce, OpBody::MemberLeft)?;
+        SignedOp::sign_sealed(plain.content, &body, &key, secret).map_err(GovernanceError::Sealed)
+    }
+
     /// Builds an op on the namespace's current heads with the given nonce.
     pub fn sign_with_nonce(
         &self,
@@ -337,6 +375,12 @@ impl<B: Backend> Governance<B> {
     }
 
     /// Signs an op on the current heads and submits it; it must take effect.
+    ///
+    /// A group-private op ([`OpBody::is_group_private`]) of a group that has a key is sealed
+    /// under the group's current key (see [`weft_primitives::SignedOp::sign_sealed`]), after
+    /// its rules are checked on the current state here (so nothing refused is signed).
+    /// [`GovernanceError::KeyNotHeld`] if this node does not hold that key, or cannot read the
+    /// group's private state whole (a key it lacks seals some of it).
     pub fn act(
         &self,
         namespace_id: NamespaceId,
@@ -344,7 +388,11 @@ impl<B: Backend> Governance<B> {
         secret: &SecretKey,
         body: OpBody,
     ) -> Result<OpId, GovernanceError> {
-        let op = self.sign(namespace_id, group_id, secret, body)?;
+        let op = if body.is_group_private() {
+            self.sign_private(namespace_id, group_id, secret, body)?
+        } else {
+            self.sign(namespace_id, group_id, secret, body)?
+        };
         let op_id = op.op_id;
         match self.submit(op)?.op {
             Submitted::Accepted => Ok(op_id),
@@ -397,6 +445,7 @@ impl<B: Backend> Governance<B> {
         self.store.write(batch)?;
         let verdict = |id: &OpId| folded.verdicts.get(id).cloned().unwrap_or(Err(Rejection::Unsupported));
         let op = match outcome.first {
+            Some(id) if folded.held.contains(&id) => Submitted::Held,
             Some(id) => match verdict(&id) {
                 Ok(()) => Submitted::Accepted,
                 Err(r) => Submitted::Overruled(r),
@@ -487,9 +536,51 @@ impl<B: Backend> Governance<B> {
         Ok(())
     }
 
-    /// Logs an op whose parents are logged into the scratch graph.
+    /// Logs an op whose parents are logged into the scratch graph, opening its body if it
+    /// is sealed under a key this node holds (before anything judges a descendant of it).
     fn log(&self, loaded: &mut Loaded, op: SignedOp) -> Result<(), GovernanceError> {
-        loaded.graph.insert(op).map(|_| ()).map_err(|e| GovernanceError::Inconsistent(e.to_string()))
+        let id = op.op_id;
+        loaded.graph.insert(op).map_err(|e| GovernanceError::Inconsistent(e.to_string()))?;
+        self.open_sealed(&mut loaded.graph, &[id])?;
+        Ok(())
+    }
+
+    /// Opens, with the keys this node holds now, the sealed bodies of the namespace's ops it
+    /// could not open before (a key arrived: by key recovery, or in a rotation), and if any
+    /// opened, folds the log again and writes what changed in the materialized view in one
+    /// batch. Returns the ops whose bodies opened.
+    pub fn reopen(&self, namespace_id: &NamespaceId) -> Result<Vec<OpId>, GovernanceError> {
+        let mut namespaces = lock(&self.namespaces);
+        let loaded = self.loaded(&mut namespaces, *namespace_id)?;
+        let unopened = loaded.graph.unopened();
+        if unopened.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut next = loaded.clone();
+        let opened = self.open_sealed(&mut next.graph, &unopened)?;
+        if opened.is_empty() {
+            return Ok(opened);
+        }
+        // Memoized states were folded without these bodies.
+        next.memo.clear();
+        let folded = fold::fold(&next.graph, &mut next.memo);
+        let mut batch = self.store.batch();
+        self.stage_view(&mut batch, &loaded.folded.state, &folded.state)?;
+        self.store.write(batch)?;
+        next.folded = folded;
+        *loaded = next;
+        Ok(opened)
+    }
+
+    /// A logged op as this node reads it: a sealed body it opened replaced by the plaintext
+    /// (for reading only: the id and signature cover the sealed bytes, see [`Governance::op`]).
+    pub fn readable_op(&self, namespace_id: &NamespaceId, op_id: &OpId) -> Result<Option<SignedOp>, GovernanceError> {
+        self.with_loaded(namespace_id, |l| l.graph.readable(op_id))
+    }
+
+    /// The ops of the namespace held back in the current fold (see [`Folded::held`]).
+    pub fn held(&self, namespace_id: &NamespaceId) -> Result<BTreeSet<OpId>, GovernanceError> {
+        self.with_loaded(namespace_id, |l| l.folded.held.clone())
     }
 
     /// Forgets a rejected pending op and, transitively, the pending ops waiting on it.
@@ -955,9 +1046,20 @@ impl<B: Backend> Governance<B> {
                 graph.insert(op).map_err(|e| GovernanceError::Inconsistent(e.to_string()))?;
             }
         }
+        let sealed = graph.unopened();
+        self.open_sealed(&mut graph, &sealed)?;
         let mut memo = Memo::default();
         let folded = fold::fold(&graph, &mut memo);
         Ok(Loaded { graph, pending: HashMap::new(), memo, folded, rejected: BTreeMap::new() })
+    }
+
+    /// Runs `f` on the namespace's logged ops.
+    pub(super) fn with_loaded_graph<T>(
+        &self,
+        namespace_id: &NamespaceId,
+        f: impl FnOnce(&OpGraph) -> T,
+    ) -> Result<T, GovernanceError> {
+        self.with_loaded(namespace_id, |l| f(&l.graph))
     }
 
     /// Runs `f` on the namespace's current folded state, without copying it.
@@ -1009,6 +1111,13 @@ impl<B: Backend> Governance<B> {
         heads: &[OpId],
     ) -> Result<Option<Arc<GovState>>, GovernanceError> {
         self.with_loaded(namespace_id, |l| fold::state_at(&l.graph, &mut l.memo, heads))
+    }
+
+    /// Whether, in the current fold, the group holds private state back for want of a key
+    /// (see [`super::GroupState::held`]).
+    pub fn group_held(&self, group_id: &GroupId) -> Result<bool, GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        self.with_state(&namespace_id, |s| s.group(group_id).is_some_and(|g| g.held.is_some()))
     }
 
     /// The namespace's current governance position, for a context delta to cite

@@ -114,17 +114,25 @@
 //!   sender (the rotation may deliver it), asks the sender for the key itself, and
 //!   otherwise ignores it ([`NetStats::sealed_unreadable`]). Status answers (heads, root,
 //!   counts) are sealed too; the requests for status, deltas and snapshots (the asker's
-//!   heads, a cursor) and governance ops travel in the clear.
+//!   heads, a cursor) travel in the clear.
+//! - **Sealed governance traffic**: once a namespace has a key (a `NamespaceKeyRotated` op),
+//!   ops on its topic and the `Ops` and `NamespaceStatus` answers are sealed under the
+//!   current one; a node without it sends and serves nothing of the namespace
+//!   ([`NetStats::ops_sealed_withheld`]), and one that receives what it cannot open asks the
+//!   sender for the key (`SyncRequest::NamespaceKey`, served to participants only:
+//!   [`Governance::namespace_key_for_participant`]). Group-private ops are sealed under
+//!   their group's key besides (at rest, by governance).
 //! - **Key recovery**: each anti-entropy round, for every group whose contexts this node
 //!   replicates, of which it is a member, and whose current key it lacks, it asks its
 //!   peers for the key
 //!   (`SyncRequest::GroupKey`, each peer at most once per [`KEY_RETRY`]). A peer answers with
 //!   the key sealed to the asker's identity if the asker is a member in its fold, else
 //!   with nothing ([`Governance::key_for_member`]); the asker stores a key that opens and
-//!   matches its id ([`Governance::accept_key_envelope`]). Counted in
+//!   matches its id ([`Governance::accept_key_envelope`]). A member also asks for the keys of
+//!   its groups' sealed private ops it cannot open yet, older ones included
+//!   ([`Governance::held_keys`]), and each round a participant lacking the namespace's current
+//!   key asks for it. Counted in
 //!   [`NetStats::keys_requested`], [`NetStats::keys_received`] and [`NetStats::keys_served`].
-//!
-//! Not yet here (see the open issues): sealing governance op payloads.
 //!
 //! **Leaving.** [`Network::leave`] undoes [`Network::join`]: it unsubscribes from the
 //! context's topic (gossip for it is ignored from then on) and drops its in-sync peers,
@@ -163,8 +171,9 @@ use crate::context::{
 };
 use crate::governance::{Governance, GovernanceError, KeyAnswer, Submitted};
 use protocol::{
-    sealing_header, Gossip, SealedKind, SyncCodec, SyncRequest, SyncResponse, MAX_DELTAS_PER_RESPONSE, MAX_FRAME,
-    MAX_OPS_PER_RESPONSE, MAX_REPAIR_KEYS, MAX_SNAPSHOT_ITEMS, MAX_WALK_ITEMS, REPAIR_BUDGET, SYNC_PROTOCOL,
+    namespace_sealing_header, sealing_header, Gossip, SealedKind, SyncCodec, SyncRequest, SyncResponse,
+    MAX_DELTAS_PER_RESPONSE, MAX_FRAME, MAX_OPS_PER_RESPONSE, MAX_REPAIR_KEYS, MAX_SNAPSHOT_ITEMS, MAX_WALK_ITEMS,
+    REPAIR_BUDGET, SYNC_PROTOCOL,
 };
 
 /// Most context deltas held back because the governance position they cite is
@@ -482,6 +491,22 @@ pub struct NetStats {
     /// Messages about a keyed group's context not sent or served, for want of its current
     /// key here.
     pub sealed_withheld: AtomicU64,
+    /// Governance messages (ops on a namespace's topic, `Ops` and `NamespaceStatus` answers)
+    /// sealed here under a namespace key.
+    pub ops_sealed_sent: AtomicU64,
+    /// Sealed governance messages opened.
+    pub ops_sealed_opened: AtomicU64,
+    /// Sealed governance messages this node holds no key for (not a participant, or the key
+    /// not received yet).
+    pub ops_sealed_unreadable: AtomicU64,
+    /// Governance messages not sent or served, for want of the namespace's current key here.
+    pub ops_sealed_withheld: AtomicU64,
+    /// Namespace keys asked of peers (`NamespaceKey` requests sent).
+    pub namespace_keys_requested: AtomicU64,
+    /// Namespace keys received on request and stored.
+    pub namespace_keys_received: AtomicU64,
+    /// Namespace keys served to participants that asked.
+    pub namespace_keys_served: AtomicU64,
     /// Group keys asked of peers (`GroupKey` requests sent).
     pub keys_requested: AtomicU64,
     /// Group keys received on request and stored.
@@ -829,6 +854,7 @@ enum Pending {
     RepairEntries(ContextId),
     Snapshot(ContextId),
     GroupKey(GroupId, KeyId),
+    NamespaceKey(NamespaceId, KeyId),
 }
 
 /// A snapshot this node is receiving (see [`crate::context::SnapshotBuilder`]).
@@ -1207,7 +1233,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             | Pending::RepairWalk(c)
             | Pending::RepairEntries(c)
             | Pending::Snapshot(c) => *c != context_id,
-            Pending::NamespaceStatus(_) | Pending::Ops(_) | Pending::GroupKey(..) => true,
+            Pending::NamespaceStatus(_) | Pending::Ops(_) | Pending::GroupKey(..) | Pending::NamespaceKey(..) => true,
         });
         let deferred = std::mem::take(&mut self.deferred);
         for entry in deferred {
@@ -1276,16 +1302,19 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 }
             }
             Command::JoinNamespace(namespace_id) => self.join_namespace(namespace_id),
-            Command::PublishOp(namespace_id, op) => match protocol::encode(&Gossip::Op(*op)) {
-                Ok(frame) => {
-                    let payload = frame.get(4..).map(<[u8]>::to_vec).unwrap_or_default();
+            Command::PublishOp(namespace_id, op) => match self.namespace_message(&namespace_id, Gossip::Op(*op)) {
+                None => {
+                    self.stats.ops_sealed_withheld.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%namespace_id, "op not gossiped: this node holds no current key of the namespace");
+                }
+                Some(Err(e)) => tracing::warn!(%namespace_id, error = %e, "op too large to gossip"),
+                Some(Ok(payload)) => {
                     if let Err(e) =
                         self.swarm.behaviour_mut().gossipsub.publish(namespace_topic(&namespace_id), payload)
                     {
                         tracing::debug!(%namespace_id, error = %e, "op not gossiped");
                     }
                 }
-                Err(e) => tracing::warn!(%namespace_id, error = %e, "op too large to gossip"),
             },
             // Not for a context this node left: catching up would apply peers' deltas to it.
             Command::SyncNow(context_id) if self.has_left(&context_id) => {}
@@ -1535,9 +1564,16 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                                 self.on_deltas(peer, context_id, response)
                             }
                             Some(Pending::NamespaceStatus(namespace_id)) => {
+                                let response = self.unseal_namespace_response(peer, namespace_id, response);
                                 self.on_namespace_status(peer, namespace_id, response)
                             }
-                            Some(Pending::Ops(namespace_id)) => self.on_ops(peer, namespace_id, response),
+                            Some(Pending::Ops(namespace_id)) => {
+                                let response = self.unseal_namespace_response(peer, namespace_id, response);
+                                self.on_ops(peer, namespace_id, response)
+                            }
+                            Some(Pending::NamespaceKey(namespace_id, key_id)) => {
+                                self.on_namespace_key(peer, namespace_id, key_id, response)
+                            }
                             Some(Pending::RepairWalk(context_id)) => {
                                 let response = self.unseal_response(peer, context_id, response);
                                 self.on_repair_walk(peer, context_id, response)
@@ -1584,6 +1620,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     tracing::debug!(%peer, %group_id, %error, "key request failed");
                     self.keys_asked.remove(&(peer, group_id, key_id));
                 }
+                Some(Pending::NamespaceKey(namespace_id, key_id)) => {
+                    tracing::debug!(%peer, %namespace_id, %error, "namespace key request failed");
+                    self.keys_asked.remove(&(peer, namespace_id.key_group(), key_id));
+                }
                 None => {}
             },
             _ => {}
@@ -1614,7 +1654,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     Err(Unsealed::Bad(reason)) => return self.reject(context_id, source, reason),
                 }
             }
-            Ok(Gossip::Op(_)) => return self.reject(context_id, source, "a governance op on a context topic".into()),
+            Ok(Gossip::Op(_) | Gossip::NamespaceSealed { .. }) => {
+                return self.reject(context_id, source, "a governance op on a context topic".into())
+            }
             Err(e) => return self.reject(context_id, source, format!("undecodable gossip: {e}")),
         };
         // Kept only when it may have to wait for its cited ops.
@@ -1637,6 +1679,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     self.ask_status(source, context_id);
                 }
                 gossipsub::MessageAcceptance::Accept
+            }
+            Err(EngineError::Unauthorized(reason)) if self.held_back(&context_id) => {
+                tracing::debug!(%context_id, %reason, "delta not judged: the group's private state waits for a key");
+                gossipsub::MessageAcceptance::Ignore
             }
             Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
                 self.reject(context_id, source, e.to_string())
@@ -1669,9 +1715,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     _ => return SyncResponse::Unknown,
                 }
             }
-            SyncRequest::NamespaceStatus { .. } | SyncRequest::Ops { .. } | SyncRequest::GroupKey { .. } => {
-                return self.serve_plain(peer, request)
+            SyncRequest::NamespaceStatus { namespace_id } | SyncRequest::Ops { namespace_id, .. } => {
+                return self.serve_namespace(peer, namespace_id, request);
             }
+            SyncRequest::GroupKey { .. } | SyncRequest::NamespaceKey { .. } => return self.serve_plain(peer, request),
             other => match request_context(&other) {
                 Some(context_id) => (context_id, other),
                 None => return SyncResponse::Unknown,
@@ -1837,6 +1884,15 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 self.stats.keys_received.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(%peer, %group_id, %key_id, "received a group key on request");
                 self.keys_asked.retain(|(_, g, k), _| (*g, *k) != (group_id, key_id));
+                // The key may open sealed private ops: fold again, tell subscribers what became
+                // readable (an upgrade, say), and judge the deltas held back meanwhile.
+                if let Ok(namespace_id) = governance.namespace_of(&group_id) {
+                    match governance.reopen(&namespace_id) {
+                        Ok(opened) if !opened.is_empty() => self.ops_logged(namespace_id, opened),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(%namespace_id, error = %e, "cannot open the ops sealed under a key"),
+                    }
+                }
                 let contexts: Vec<ContextId> = self.topics.values().copied().collect();
                 for context_id in contexts {
                     if matches!(governance.group_of_context(&context_id), Ok(Some(g)) if g == group_id)
@@ -1874,9 +1930,31 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 wanted.push((group_id, key_id));
             }
         }
+        // Keys of sealed private ops this node, a member, cannot open yet (older keys too).
+        let namespaces: Vec<NamespaceId> = self.namespace_topics.values().copied().collect();
+        let mut namespace_keys: Vec<(NamespaceId, KeyId)> = Vec::new();
+        for namespace_id in namespaces {
+            if let Ok(held) = governance.held_keys(&namespace_id) {
+                wanted.extend(held);
+            }
+            // The namespace's current key, for a participant that lacks it.
+            let Ok(Some(key_id)) = governance.current_namespace_key_id(&namespace_id) else { continue };
+            let Ok(identity) = governance.identity(&namespace_id) else { continue };
+            let participant = governance.state(&namespace_id).is_ok_and(|s| s.is_participant(&identity.public_key()));
+            if participant && matches!(governance.namespace_key(&namespace_id, &key_id), Ok(None)) {
+                namespace_keys.push((namespace_id, key_id));
+            }
+        }
+        wanted.sort_unstable();
+        wanted.dedup();
         for (group_id, key_id) in wanted {
             for peer in connected {
                 self.ask_group_key(*peer, group_id, key_id);
+            }
+        }
+        for (namespace_id, key_id) in namespace_keys {
+            for peer in connected {
+                self.ask_namespace_key(*peer, namespace_id, key_id);
             }
         }
     }
@@ -1884,6 +1962,23 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     fn serve_plain(&self, peer: PeerId, request: SyncRequest) -> SyncResponse {
         match request {
             SyncRequest::Sealed { .. } => SyncResponse::Unknown,
+            SyncRequest::NamespaceKey { namespace_id, key_id, requester } => {
+                let answer = match &self.governance {
+                    Some(governance) => governance.namespace_key_for_participant(&namespace_id, &key_id, &requester),
+                    None => Ok(KeyAnswer::Nothing),
+                };
+                match answer {
+                    Ok(KeyAnswer::Envelope(envelope)) => {
+                        self.stats.namespace_keys_served.fetch_add(1, Ordering::Relaxed);
+                        SyncResponse::GroupKey { envelope: Some(*envelope) }
+                    }
+                    Ok(KeyAnswer::Nothing) => SyncResponse::GroupKey { envelope: None },
+                    Err(e) => {
+                        tracing::warn!(%peer, %namespace_id, error = %e, "cannot answer a namespace key request");
+                        SyncResponse::GroupKey { envelope: None }
+                    }
+                }
+            }
             SyncRequest::GroupKey { group_id, key_id, requester } => {
                 let answer = match &self.governance {
                     Some(governance) => governance.key_for_member(&group_id, &key_id, &requester),
@@ -2497,6 +2592,164 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
 
     // ---- governance ----
 
+    /// The traffic rule for a namespace's governance: in the clear (no namespace key yet, or
+    /// the namespace is not held here), sealed under its current key, or withheld (it has a
+    /// key this node does not hold).
+    fn namespace_sealing(&self, namespace_id: &NamespaceId) -> Sealing {
+        let Some(governance) = &self.governance else { return Sealing::Plain };
+        match governance.current_namespace_key_id(namespace_id) {
+            Ok(Some(key_id)) => match governance.namespace_key(namespace_id, &key_id) {
+                Ok(Some(key)) => Sealing::Key(namespace_id.key_group(), key),
+                _ => Sealing::Withheld,
+            },
+            Ok(None) | Err(_) => Sealing::Plain,
+        }
+    }
+
+    /// A gossip message for a namespace's topic, sealed if the namespace has a key: the
+    /// payload's bytes, or `None` if withheld (a key this node lacks).
+    fn namespace_message(&self, namespace_id: &NamespaceId, message: Gossip) -> Option<std::io::Result<Vec<u8>>> {
+        let message = match self.namespace_sealing(namespace_id) {
+            Sealing::Plain => message,
+            Sealing::Key(_, key) => {
+                let sealed = self.seal_namespace(&key, namespace_id, SealedKind::Gossip, &message)?;
+                Gossip::NamespaceSealed { namespace_id: *namespace_id, sealed }
+            }
+            Sealing::Withheld => return None,
+        };
+        // The frame's length prefix is not part of a gossip payload.
+        Some(protocol::encode(&message).map(|frame| frame.get(4..).map(<[u8]>::to_vec).unwrap_or_default()))
+    }
+
+    /// Seals a governance message under namespace key `key` (`None` if it cannot be encoded).
+    fn seal_namespace<T: borsh::BorshSerialize>(
+        &self,
+        key: &GroupKey,
+        namespace_id: &NamespaceId,
+        kind: SealedKind,
+        message: &T,
+    ) -> Option<Sealed> {
+        let plain = borsh::to_vec(message).ok()?;
+        let header = namespace_sealing_header(kind, namespace_id);
+        let sealed = weft_primitives::seal(key, &namespace_id.key_group(), &header, &plain).ok()?;
+        self.stats.ops_sealed_sent.fetch_add(1, Ordering::Relaxed);
+        Some(sealed)
+    }
+
+    /// Opens a governance message sealed under a key of `namespace_id` this node holds.
+    fn open_namespace<T: borsh::BorshDeserialize>(
+        &self,
+        namespace_id: &NamespaceId,
+        kind: SealedKind,
+        sealed: &Sealed,
+    ) -> Result<T, Unsealed> {
+        let Some(governance) = &self.governance else { return Err(Unsealed::NoKey(None)) };
+        let key = match governance.namespace_key(namespace_id, &sealed.key_id) {
+            Ok(Some(key)) => key,
+            _ => {
+                self.stats.ops_sealed_unreadable.fetch_add(1, Ordering::Relaxed);
+                return Err(Unsealed::NoKey(Some((namespace_id.key_group(), sealed.key_id))));
+            }
+        };
+        let header = namespace_sealing_header(kind, namespace_id);
+        let plain = weft_primitives::open(&key, &namespace_id.key_group(), &header, sealed)
+            .map_err(|e| Unsealed::Bad(format!("sealed governance message does not open: {e}")))?;
+        let message = protocol::decode::<T>(&plain)
+            .map_err(|e| Unsealed::Bad(format!("undecodable sealed governance message: {e}")))?;
+        self.stats.ops_sealed_opened.fetch_add(1, Ordering::Relaxed);
+        Ok(message)
+    }
+
+    /// Serves `NamespaceStatus` and `Ops`, sealed under the namespace's current key once it
+    /// has one; nothing (`Unknown`) if this node lacks that key.
+    fn serve_namespace(&self, peer: PeerId, namespace_id: NamespaceId, request: SyncRequest) -> SyncResponse {
+        let sealing = self.namespace_sealing(&namespace_id);
+        if let Sealing::Withheld = sealing {
+            self.stats.ops_sealed_withheld.fetch_add(1, Ordering::Relaxed);
+            return SyncResponse::Unknown;
+        }
+        let response = self.serve_plain(peer, request);
+        match (sealing, &response) {
+            (Sealing::Key(_, key), SyncResponse::NamespaceStatus { .. } | SyncResponse::Ops { .. }) => {
+                match self.seal_namespace(&key, &namespace_id, SealedKind::Response, &response) {
+                    Some(sealed) => SyncResponse::NamespaceSealed { sealed },
+                    None => SyncResponse::Unknown,
+                }
+            }
+            _ => response,
+        }
+    }
+
+    /// A `NamespaceStatus` or `Ops` answer, opened if sealed; one this node cannot open becomes
+    /// `Unknown` (and a missing key is asked of the peer).
+    fn unseal_namespace_response(
+        &mut self,
+        peer: PeerId,
+        namespace_id: NamespaceId,
+        response: SyncResponse,
+    ) -> SyncResponse {
+        let SyncResponse::NamespaceSealed { sealed } = response else { return response };
+        match self.open_namespace::<SyncResponse>(&namespace_id, SealedKind::Response, &sealed) {
+            Ok(inner @ (SyncResponse::NamespaceStatus { .. } | SyncResponse::Ops { .. })) => inner,
+            Ok(_) => SyncResponse::Unknown,
+            Err(Unsealed::NoKey(_)) => {
+                self.ask_namespace_key(peer, namespace_id, sealed.key_id);
+                SyncResponse::Unknown
+            }
+            Err(Unsealed::Bad(reason)) => {
+                tracing::info!(%namespace_id, %peer, %reason, "refused a sealed governance answer");
+                SyncResponse::Unknown
+            }
+        }
+    }
+
+    /// Asks `peer` for namespace key `key_id`, sealed to this node's identity in the namespace
+    /// — unless it holds no identity there or asked `peer` within [`KEY_RETRY`]. The peer
+    /// answers only if that identity is a participant in its fold.
+    fn ask_namespace_key(&mut self, peer: PeerId, namespace_id: NamespaceId, key_id: KeyId) {
+        let Some(governance) = &self.governance else { return };
+        let Ok(identity) = governance.identity(&namespace_id) else { return };
+        let now = Instant::now();
+        self.keys_asked.retain(|_, at| now.duration_since(*at) < KEY_RETRY);
+        let asked = (peer, namespace_id.key_group(), key_id);
+        if self.keys_asked.contains_key(&asked) {
+            return;
+        }
+        self.keys_asked.insert(asked, now);
+        self.stats.namespace_keys_requested.fetch_add(1, Ordering::Relaxed);
+        let request = SyncRequest::NamespaceKey { namespace_id, key_id, requester: identity.public_key() };
+        let id = self.send_sync_request(peer, request);
+        self.pending.insert(id, Pending::NamespaceKey(namespace_id, key_id));
+    }
+
+    /// A peer's answer to [`Driver::ask_namespace_key`]: a key sealed to this node is stored,
+    /// and the namespace's heads are compared with the peer at once.
+    fn on_namespace_key(&mut self, peer: PeerId, namespace_id: NamespaceId, key_id: KeyId, response: SyncResponse) {
+        let Some(governance) = self.governance.clone() else { return };
+        let envelope = match response {
+            SyncResponse::GroupKey { envelope: Some(envelope) } if envelope.key_id == key_id => envelope,
+            SyncResponse::GroupKey { .. } | SyncResponse::Busy | SyncResponse::Unknown => {
+                tracing::debug!(%peer, %namespace_id, %key_id, "the peer sent no namespace key");
+                return;
+            }
+            _ => {
+                tracing::info!(%peer, %namespace_id, "refused an answer to a namespace key request: not a key");
+                return;
+            }
+        };
+        match governance.accept_namespace_key_envelope(&namespace_id, &envelope) {
+            Ok(_) => {
+                self.stats.namespace_keys_received.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(%peer, %namespace_id, %key_id, "received a namespace key on request");
+                self.keys_asked.retain(|(_, g, k), _| (*g, *k) != (namespace_id.key_group(), key_id));
+                if !self.namespace_catching_up.contains(&(peer, namespace_id)) {
+                    self.ask_namespace_status(peer, namespace_id);
+                }
+            }
+            Err(e) => tracing::info!(%peer, %namespace_id, error = %e, "refused a namespace key a peer sent"),
+        }
+    }
+
     fn ask_namespace_status(&mut self, peer: PeerId, namespace_id: NamespaceId) {
         if self.governance.is_none() {
             return;
@@ -2592,6 +2845,28 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     ) -> gossipsub::MessageAcceptance {
         let op = match protocol::decode::<Gossip>(&message.data) {
             Ok(Gossip::Op(op)) => op,
+            Ok(Gossip::NamespaceSealed { namespace_id: sealed_for, sealed }) => {
+                if sealed_for != namespace_id {
+                    self.reject_op(namespace_id, source, "an op sealed for another namespace".into());
+                    return gossipsub::MessageAcceptance::Reject;
+                }
+                match self.open_namespace::<Gossip>(&namespace_id, SealedKind::Gossip, &sealed) {
+                    Ok(Gossip::Op(op)) => op,
+                    Ok(_) => {
+                        self.reject_op(namespace_id, source, "a sealed message that is not an op".into());
+                        return gossipsub::MessageAcceptance::Reject;
+                    }
+                    Err(Unsealed::NoKey(_)) => {
+                        // Not a participant (any more), or the key is yet to come: ask for it.
+                        self.ask_namespace_key(source, namespace_id, sealed.key_id);
+                        return gossipsub::MessageAcceptance::Ignore;
+                    }
+                    Err(Unsealed::Bad(reason)) => {
+                        self.reject_op(namespace_id, source, reason);
+                        return gossipsub::MessageAcceptance::Reject;
+                    }
+                }
+            }
             Ok(Gossip::Delta(_) | Gossip::Sealed { .. }) => {
                 self.reject_op(namespace_id, source, "a context delta on a namespace topic".into());
                 return gossipsub::MessageAcceptance::Reject;
@@ -2670,6 +2945,17 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let position = GovPosition::from_events(&delta.events)?.ok()?;
         let known = position.heads.iter().all(|h| matches!(governance.op(&position.namespace_id, h), Ok(Some(_))));
         (!known).then_some(position.namespace_id)
+    }
+
+    /// Whether the context's group holds private state back here for want of a key (see
+    /// [`crate::governance::GroupState::held`]): a delta refused then is not the sender's
+    /// fault. Not penalized; anti-entropy brings it again once key recovery brought the key.
+    fn held_back(&self, context_id: &ContextId) -> bool {
+        let Some(governance) = &self.governance else { return false };
+        match governance.group_of_context(context_id) {
+            Ok(Some(group_id)) => governance.group_held(&group_id).unwrap_or(false),
+            _ => false,
+        }
     }
 
     /// Holds back a delta refused while the position it cites is unknown here, and asks
@@ -2839,7 +3125,10 @@ fn request_context(request: &SyncRequest) -> Option<ContextId> {
         | SyncRequest::RepairEntries { context_id, .. }
         | SyncRequest::Snapshot { context_id, .. }
         | SyncRequest::Sealed { context_id, .. } => Some(*context_id),
-        SyncRequest::NamespaceStatus { .. } | SyncRequest::Ops { .. } | SyncRequest::GroupKey { .. } => None,
+        SyncRequest::NamespaceStatus { .. }
+        | SyncRequest::Ops { .. }
+        | SyncRequest::GroupKey { .. }
+        | SyncRequest::NamespaceKey { .. } => None,
     }
 }
 

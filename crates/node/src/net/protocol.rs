@@ -13,6 +13,13 @@
 //! | `RepairEntries { context, entries, keys }` | `RepairEntries { entries, answered }` | repair, exchanging the differing keys: the asker's entries (merged by the responder) and the keys it wants; the responder's entries for the first `answered` keys |
 //! | `Snapshot { context, session, cursor }` | `Snapshot { session, header, page, next }` | fresh join: a snapshot of the state and the DAG served from one read view held for the session (session 0 opens one and the answer carries the [`SnapshotHeader`]); each page resumes from the cursor (see [`crate::context::SnapshotPage`]) |
 //! | `GroupKey { group, key_id, requester }` | `GroupKey { envelope }` | key recovery: a member missing one of its group's keys asks a peer; the answer is the key sealed to the requester's identity (a [`weft_primitives::KeyEnvelope`]) if the requester is a member and the peer holds the key, else `None` (one answer for every refusal) |
+//! | `NamespaceKey { namespace, key_id, requester }` | `GroupKey { envelope }` | the same for a namespace key, to a participant of the namespace |
+//!
+//! Once a namespace has a key (a `NamespaceKeyRotated` op), its governance traffic travels
+//! sealed under the current one: ops on the namespace's topic (`Gossip::NamespaceSealed`)
+//! and the `NamespaceStatus` and `Ops` answers (`SyncResponse::NamespaceSealed`), with the kind
+//! and the namespace bound as associated data ([`namespace_sealing_header`]). The requests (the
+//! asker's heads) stay in the clear.
 //!
 //! For a context registered in a group that has a key (see
 //! [`crate::governance::Governance::current_group_key`]), everything carrying its state
@@ -84,6 +91,14 @@ pub enum Gossip {
         /// The Borsh bytes of the `Gossip::Delta`, sealed.
         sealed: Sealed,
     },
+    /// A `Gossip::Op` sealed under the namespace's current key (see
+    /// [`namespace_sealing_header`]), on the namespace's topic.
+    NamespaceSealed {
+        /// The namespace.
+        namespace_id: NamespaceId,
+        /// The Borsh bytes of the `Gossip::Op`, sealed.
+        sealed: Sealed,
+    },
 }
 
 /// What a sealed message is, bound into its AEAD's associated data with the context, so a
@@ -104,6 +119,19 @@ pub fn sealing_header(kind: SealedKind, context_id: &ContextId) -> Vec<u8> {
     header.extend_from_slice(b"weft/wire/1");
     header.push(kind as u8);
     header.extend_from_slice(context_id.as_bytes());
+    header
+}
+
+/// The header a message sealed under a namespace key binds: a domain tag, the kind
+/// ([`SealedKind::Gossip`] for an op on the topic, [`SealedKind::Response`] for `Ops` and
+/// `NamespaceStatus` answers) and the namespace. With the AAD's own binding of the key's group
+/// ([`NamespaceId::key_group`]) and key id, a sealed op cannot be replayed as an answer, nor in
+/// another namespace.
+pub fn namespace_sealing_header(kind: SealedKind, namespace_id: &NamespaceId) -> Vec<u8> {
+    let mut header = Vec::with_capacity(16 + 32);
+    header.extend_from_slice(b"weft/ns/1");
+    header.push(kind as u8);
+    header.extend_from_slice(namespace_id.as_bytes());
     header
 }
 
@@ -186,6 +214,17 @@ pub enum SyncRequest {
         /// The member identity (in the group's namespace) to seal the key to.
         requester: PublicKey,
     },
+    /// One of a namespace's keys, for a participant that lacks it (a joiner learns the id from
+    /// the first sealed message it sees). Answered like `GroupKey`, with the entitlement
+    /// "a participant of the namespace in the responder's fold".
+    NamespaceKey {
+        /// The namespace.
+        namespace_id: NamespaceId,
+        /// The key wanted.
+        key_id: KeyId,
+        /// The participant identity (in the namespace) to seal the key to.
+        requester: PublicKey,
+    },
 }
 
 /// A sync response.
@@ -263,6 +302,11 @@ pub enum SyncResponse {
     GroupKey {
         /// The envelope.
         envelope: Option<KeyEnvelope>,
+    },
+    /// A `NamespaceStatus` or `Ops` answer sealed under the namespace's current key.
+    NamespaceSealed {
+        /// The Borsh bytes of the response, sealed.
+        sealed: Sealed,
     },
 }
 
@@ -406,6 +450,36 @@ mod tests {
         let framed = encode(&SyncResponse::GroupKey { envelope: Some(envelope.clone()) }).unwrap();
         assert_eq!(hex(&framed[..6]), "000001120a01");
         assert_eq!(framed[6..], borsh::to_vec(&envelope).unwrap());
+    }
+
+    #[test]
+    fn golden_namespace_sealed_messages() {
+        let sealed = Sealed { key_id: KeyId::from_bytes([0x4b; 32]), nonce: [0x33; 24], ciphertext: vec![0xc1; 17] };
+        let sealed_hex = format!("{}{}11000000{}", "4b".repeat(32), "33".repeat(24), "c1".repeat(17));
+        // Gossip (no length prefix): tag 3 ‖ namespace ‖ sealed.
+        let gossip =
+            Gossip::NamespaceSealed { namespace_id: NamespaceId::from_bytes([0xAB; 32]), sealed: sealed.clone() };
+        let payload = encode(&gossip).unwrap().split_off(4);
+        assert_eq!(hex(&payload), format!("03{}{sealed_hex}", "ab".repeat(32)));
+        assert_eq!(decode::<Gossip>(&payload).unwrap(), gossip);
+        // length 78 ‖ tag 11 ‖ sealed.
+        let res = SyncResponse::NamespaceSealed { sealed };
+        assert_eq!(hex(&encode(&res).unwrap()), format!("0000004e0b{sealed_hex}"));
+        // length 97 ‖ tag 9 ‖ namespace ‖ key id ‖ requester.
+        let req = SyncRequest::NamespaceKey {
+            namespace_id: NamespaceId::from_bytes([0xA1; 32]),
+            key_id: KeyId::from_bytes([0xA2; 32]),
+            requester: PublicKey([0xA3; 32]),
+        };
+        assert_eq!(
+            hex(&encode(&req).unwrap()),
+            format!("0000006109{}{}{}", "a1".repeat(32), "a2".repeat(32), "a3".repeat(32))
+        );
+        // The header the AEAD binds: "weft/ns/1" ‖ kind ‖ namespace.
+        assert_eq!(
+            hex(&namespace_sealing_header(SealedKind::Response, &NamespaceId::from_bytes([7; 32]))),
+            format!("{}03{}", hex(b"weft/ns/1"), "07".repeat(32))
+        );
     }
 
     #[test]

@@ -56,6 +56,12 @@ fn changes_key_holders(body: &OpBody) -> bool {
     matches!(body, OpBody::MemberAdded { .. } | OpBody::MemberRemoved { .. } | OpBody::MemberLeft)
 }
 
+/// Whether an op may shrink the namespace's participants (so a holder of the namespace key
+/// may no longer be one).
+fn may_shrink_participants(body: &OpBody) -> bool {
+    matches!(body, OpBody::MemberRemoved { .. } | OpBody::MemberLeft | OpBody::GroupDeleted)
+}
+
 /// Whether an op may leave contexts of its group off the group's target application.
 fn moves_contexts(body: &OpBody) -> bool {
     matches!(body, OpBody::TargetApplicationSet { .. } | OpBody::ContextRegistered { .. })
@@ -141,6 +147,7 @@ impl<B: Backend> NodeService<B> {
         let key = self.member_key(&namespace_id)?;
         let change = member_change(&body, &key.public_key());
         let rekey = changes_key_holders(&body);
+        let shrinks = may_shrink_participants(&body);
         let op = self.governance.act(namespace_id, group_id, &key, body)?;
         self.publish_ops(namespace_id, &[op]);
         if let Some((identity, change)) = change {
@@ -148,6 +155,9 @@ impl<B: Backend> NodeService<B> {
         }
         if rekey {
             self.rekey(&group_id);
+        }
+        if shrinks {
+            self.rekey_namespace(&namespace_id);
         }
         Ok(op)
     }
@@ -160,6 +170,9 @@ impl<B: Backend> NodeService<B> {
         }
         if changes_key_holders(&op.content.body) {
             self.rekey(&op.content.group_id);
+        }
+        if may_shrink_participants(&op.content.body) {
+            self.rekey_namespace(&op.content.namespace_id);
         }
         if moves_contexts(&op.content.body) {
             self.apply_upgrade(&op.content.group_id);
@@ -244,6 +257,26 @@ impl<B: Backend> NodeService<B> {
         };
         if let Err(e) = rotate() {
             tracing::warn!(%group_id, error = %e, "cannot rotate the group key");
+        }
+    }
+
+    /// Keeps the namespace key current — the root group's admins' job, done by each of their
+    /// nodes: rotates (and publishes the rotation) when the namespace has no key yet or when
+    /// someone holding the current one is no longer a participant (removed from or left its
+    /// last group, or its groups deleted). New participants get the current key by key
+    /// recovery, so an addition needs no rotation. Governance traffic is sealed under the new
+    /// key from then on (see [`crate::net::protocol`]).
+    pub(super) fn rekey_namespace(&self, namespace_id: &NamespaceId) {
+        let rotate = || -> Result<(), ServiceError> {
+            let Ok(key) = self.member_key(namespace_id) else { return Ok(()) };
+            if let Some((op, key_id)) = self.governance.ensure_namespace_key(namespace_id, &key)? {
+                tracing::info!(%namespace_id, %key_id, "rotated the namespace key");
+                self.publish_ops(*namespace_id, &[op]);
+            }
+            Ok(())
+        };
+        if let Err(e) = rotate() {
+            tracing::warn!(%namespace_id, error = %e, "cannot rotate the namespace key");
         }
     }
 

@@ -19,8 +19,11 @@
 //! or removing that admin voids its outstanding invitations.
 //!
 //! `context_join` checks the invitation (the signature under the key it carries, the
-//! invitee, the expiry) before it touches the network, then dials the inviter, joins the
-//! namespace's topic, waits until the namespace's ops it received make this node a member,
+//! invitee, the expiry) before it touches the network, then records its node key as its
+//! identity in the namespace (it asks peers for the namespace's and the group's keys under
+//! it), dials the inviter, joins the namespace's topic, waits until the namespace's ops it
+//! received make this node a member that reads the group's private state whole and holds
+//! its current key (key recovery brings the keys of older sealed ops),
 //! then checks that the invitation's key is a signing key registered for the group
 //! ([`InvitationError::UnregisteredSigningKey`] otherwise), and only then creates the
 //! context, records the join with a `ContextJoined` op, joins the context's topic and syncs.
@@ -327,6 +330,9 @@ impl<B: Backend> NodeService<B> {
         let network = self.require_network()?;
         let (context_id, group_id, namespace_id) = (body.context_id, body.group_id, body.namespace_id);
 
+        // This node's identity in the namespace (its node key, the invitee) first: it asks peers
+        // for the namespace's key, and the group's keys, under it.
+        self.adopt_namespace(&namespace_id)?;
         wait(network.join_namespace(namespace_id)).map_err(super::network::net_error)?;
         let addrs = invitation.addrs();
         for addr in &addrs {
@@ -336,8 +342,17 @@ impl<B: Backend> NodeService<B> {
         }
         // Ask again every few polls: the inviter may have connected after the first ask.
         let mut polls = 0u32;
+        // A member, reading the group's private state whole (the signing key's registration is
+        // sealed under an older group key, which key recovery brings) and holding its current key.
         let mut is_member = || {
-            if matches!(self.governance.role(&group_id, &self.identity), Ok(Some(_))) {
+            let member = matches!(self.governance.role(&group_id, &self.identity), Ok(Some(_)));
+            let readable = matches!(self.governance.group_held(&group_id), Ok(false));
+            let keyed = match self.governance.current_key_id(&group_id) {
+                Ok(Some(key_id)) => matches!(self.governance.group_key(&group_id, &key_id), Ok(Some(_))),
+                Ok(None) => true,
+                Err(_) => false,
+            };
+            if member && readable && keyed {
                 return Some(());
             }
             polls += 1;
@@ -372,7 +387,6 @@ impl<B: Backend> NodeService<B> {
         if self.governance.registered_signing_key(&group_id, &body.signing_key_id)? != Some(body.signing_key) {
             return Err(InvitationError::UnregisteredSigningKey { key_id: body.signing_key_id, group_id }.into());
         }
-        self.adopt_namespace(&namespace_id)?;
         match self.engine.create_context(context_id, body.application.clone()) {
             Ok(()) | Err(crate::context::EngineError::ContextExists(_)) => {}
             Err(e) => return Err(e.into()),

@@ -302,7 +302,8 @@ impl<B: Backend> NodeService<B> {
             NetEvent::OpsLogged { namespace_id, op_ids } => {
                 self.metrics.governance_ops(Source::Remote, op_ids.len() as u64);
                 for op_id in op_ids {
-                    match self.governance.op(&namespace_id, &op_id) {
+                    // As this node reads it: a sealed private body it opened (an upgrade, say).
+                    match self.governance.readable_op(&namespace_id, &op_id) {
                         Ok(Some(op)) => self.report_op(&op),
                         Ok(None) => {}
                         Err(e) => tracing::warn!(%namespace_id, error = %e, "cannot read a logged op"),
