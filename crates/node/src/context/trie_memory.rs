@@ -148,17 +148,28 @@ impl TrieMemory {
         let trie = self.contexts.entry(*context_id).or_default();
         let mut grew = false;
         for (path, node) in writes {
-            if let Some(old) = trie.clean.remove(&path) {
-                let cost = node_cost(&path, Some(&old));
-                trie.clean_bytes -= cost;
-                self.clean_bytes -= cost;
-            }
             let cost = node_cost(&path, node.as_ref());
-            // A path dirty already: only the difference changes the totals.
-            let old_cost = trie.dirty.get(&path).map_or(0, |old| node_cost(&path, old.as_ref()));
-            trie.dirty.insert(path, node);
-            trie.dirty_bytes = trie.dirty_bytes - old_cost + cost;
-            self.dirty_bytes = self.dirty_bytes - old_cost + cost;
+            match trie.dirty.entry(path) {
+                std::collections::hash_map::Entry::Occupied(mut slot) => {
+                    // Dirty already (so not clean): only the difference changes the totals.
+                    let old_cost = node_cost(slot.key(), slot.get().as_ref());
+                    slot.insert(node);
+                    trie.dirty_bytes = trie.dirty_bytes - old_cost + cost;
+                    self.dirty_bytes = self.dirty_bytes - old_cost + cost;
+                }
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    if !trie.clean.is_empty() {
+                        if let Some(old) = trie.clean.remove(slot.key()) {
+                            let old_cost = node_cost(slot.key(), Some(&old));
+                            trie.clean_bytes -= old_cost;
+                            self.clean_bytes -= old_cost;
+                        }
+                    }
+                    slot.insert(node);
+                    trie.dirty_bytes += cost;
+                    self.dirty_bytes += cost;
+                }
+            }
             grew = true;
         }
         if grew {
@@ -176,11 +187,11 @@ impl TrieMemory {
     /// cached while there is room; leaves and removals are dropped).
     pub fn settle(&mut self, context_id: &ContextId) {
         let Some(trie) = self.contexts.get_mut(context_id) else { return };
-        let dirty = std::mem::take(&mut trie.dirty);
         self.dirty_bytes -= trie.dirty_bytes;
         trie.dirty_bytes = 0;
         trie.changed_at = None;
-        for (path, node) in dirty {
+        // Drained, not replaced: the map keeps its capacity for the next round of changes.
+        for (path, node) in trie.dirty.drain() {
             if let Some(node @ TrieNode::Branch(_)) = node {
                 let cost = node_cost(&path, Some(&node));
                 if self.clean_bytes + cost <= self.clean_capacity {

@@ -242,6 +242,10 @@ fn column_options(name: &str, options: &ColumnOptions, cache: &Cache, memtable_b
     if let Some(len) = options.prefix_len {
         opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(len));
         opts.set_memtable_prefix_bloom_ratio(0.1);
+        // The same memtable filter holds whole keys too (no more memory): a point read of
+        // a key the memtable lacks — a new delta's id, a fresh state key's version —
+        // skips the skip-list search, which showed as a fifth of the apply path.
+        opts.set_memtable_whole_key_filtering(options.access != Access::Scan);
     }
     if let Some(min) = options.blob_min_size {
         opts.set_enable_blob_files(true);
