@@ -24,11 +24,17 @@ use std::time::{Duration, Instant};
 
 mod common;
 
+/// The allocator `weftd` runs with (see `bin/src/bin/weftd.rs`), so the figures are the daemon's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use common::mix;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use weft_node::context::merkle::{self, Change, EmptyTrie};
 use weft_node::context::trie_memory::{TrieMemory, TrieView};
-use weft_node::context::{check_signatures, sign_delta, AnyAuthor, ContextEngine, EngineConfig, StoredTrie};
+use weft_node::context::{
+    check_signatures, sign_delta, stage_trie, AnyAuthor, ContextEngine, EngineConfig, StoredTrie,
+};
 use weft_primitives::{Action, ApplicationMeta, ContextId, DeltaId, HybridTimestamp, SecretKey};
 use weft_store::schema::Column;
 use weft_store::{RocksBackend, RocksConfig, Store};
@@ -155,13 +161,7 @@ fn bench(c: &mut Criterion) {
 /// A checkpoint as the engine writes one: the context's dirty nodes in one batch, then clean.
 fn write_out(store: &Store<RocksBackend, Column>, ctx: &ContextId, memory: &mut TrieMemory) {
     let mut batch = store.batch();
-    for (path, node) in memory.dirty(ctx).into_iter().flatten() {
-        let row = weft_store::schema::MerkleNode { context_id: *ctx, path: weft_store::RawTail(path.clone()) };
-        match node {
-            Some(n) => batch.put(&row, n),
-            None => batch.delete(&row),
-        }
-    }
+    stage_trie(ctx, memory.dirty(ctx).into_iter().flatten(), &mut batch);
     store.write(batch).expect("checkpoint");
     memory.settle(ctx);
 }

@@ -43,6 +43,10 @@
 
 mod common;
 
+/// The allocator `weftd` runs with (see `bin/src/bin/weftd.rs`), so the figures are the daemon's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;

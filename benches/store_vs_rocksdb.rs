@@ -5,7 +5,9 @@
 //! same key bytes. Write batches go to two identically configured and loaded
 //! databases (each opened by `RocksBackend::open` with the node's column set, in its
 //! own directory); gets and scans read one database through both APIs. The
-//! difference is the cost of the typed layer.
+//! difference is the cost of the typed layer. Both run on the system allocator, as a
+//! program embedding weft-store does unless it picks its own (`weftd` and the `apply` and
+//! `cluster` benchmarks use mimalloc; BENCHMARKS.md has this bench under both).
 //!
 //! Keys: 32-byte context id + 16-byte application key; values: 100 bytes.
 //! - `put_batch`: one 1,000-key write batch per iteration;

@@ -9,6 +9,11 @@ use weft_bin::{daemon, logging};
 use weft_node::config::Multiaddr;
 use weft_primitives::ContextId;
 
+/// mimalloc: the apply path allocates and frees many small trie nodes and paths, which it
+/// serves faster than the system allocator (see BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The weft node daemon: holds contexts in RocksDB and serves the JSON-RPC admin API.
 ///
 /// A node lives in a home directory (--home, else $WEFT_HOME, else ~/.weft) holding its
