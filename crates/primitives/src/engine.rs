@@ -33,12 +33,123 @@ impl TrieLeaf {
 }
 
 /// A stored Merkle trie node.
-#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+///
+/// Encoding (Borsh, by hand for the third tag): `0` a branch whose children's kinds are not
+/// recorded (what stores written before the kinds were added hold), `1` a leaf, `2` a branch
+/// with its children and then the `u16` mask of those that are leaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TrieNode {
     /// At least two keys share this path: the hashes of the non-empty children, by nibble.
-    Branch(Vec<(u8, Hash)>),
+    Branch(Children),
     /// Exactly one key lives under this path.
     Leaf(TrieLeaf),
+}
+
+/// A branch's children: `(nibble, hash)` in nibble order, and, when known, which of them
+/// are leaves (bit `n` of the mask for nibble `n`). The kinds are not part of the node's
+/// hash; they let an update of a key already in the trie replace its leaf without reading it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Children {
+    entries: Vec<(u8, Hash)>,
+    leaves: Option<u16>,
+}
+
+impl Children {
+    /// Children whose kinds are recorded: `leaves` has bit `n` set when child `n` is a leaf.
+    pub fn with_kinds(entries: Vec<(u8, Hash)>, leaves: u16) -> Self {
+        Children { entries, leaves: Some(leaves) }
+    }
+
+    /// Children whose kinds are not recorded.
+    pub fn without_kinds(entries: Vec<(u8, Hash)>) -> Self {
+        Children { entries, leaves: None }
+    }
+
+    /// The mask of leaf children, if recorded.
+    pub fn leaf_mask(&self) -> Option<u16> {
+        self.leaves
+    }
+
+    /// Whether child `nibble` is a leaf (`Some(true)`), a branch (`Some(false)`) or not
+    /// recorded (`None`); meaningless for a nibble the branch has no child at.
+    pub fn is_leaf(&self, nibble: u8) -> Option<bool> {
+        self.leaves.map(|mask| mask.checked_shr(u32::from(nibble)).unwrap_or(0) & 1 == 1)
+    }
+
+    /// The `(nibble, hash)` entries.
+    pub fn entries(&self) -> &[(u8, Hash)] {
+        &self.entries
+    }
+}
+
+impl std::ops::Deref for Children {
+    type Target = [(u8, Hash)];
+    fn deref(&self) -> &[(u8, Hash)] {
+        &self.entries
+    }
+}
+
+impl<'a> IntoIterator for &'a Children {
+    type Item = &'a (u8, Hash);
+    type IntoIter = std::slice::Iter<'a, (u8, Hash)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.iter()
+    }
+}
+
+impl IntoIterator for Children {
+    type Item = (u8, Hash);
+    type IntoIter = std::vec::IntoIter<(u8, Hash)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.into_iter()
+    }
+}
+
+impl FromIterator<(u8, Hash)> for Children {
+    /// Children whose kinds are not recorded.
+    fn from_iter<I: IntoIterator<Item = (u8, Hash)>>(iter: I) -> Self {
+        Children::without_kinds(iter.into_iter().collect())
+    }
+}
+
+const TRIE_BRANCH: u8 = 0;
+const TRIE_LEAF: u8 = 1;
+const TRIE_BRANCH_KINDS: u8 = 2;
+
+impl BorshSerialize for TrieNode {
+    fn serialize<W: std::io::Write>(&self, writer: &mut W) -> std::io::Result<()> {
+        match self {
+            TrieNode::Branch(children) => match children.leaves {
+                None => {
+                    TRIE_BRANCH.serialize(writer)?;
+                    children.entries.serialize(writer)
+                }
+                Some(mask) => {
+                    TRIE_BRANCH_KINDS.serialize(writer)?;
+                    children.entries.serialize(writer)?;
+                    mask.serialize(writer)
+                }
+            },
+            TrieNode::Leaf(leaf) => {
+                TRIE_LEAF.serialize(writer)?;
+                leaf.serialize(writer)
+            }
+        }
+    }
+}
+
+impl BorshDeserialize for TrieNode {
+    fn deserialize_reader<R: std::io::Read>(reader: &mut R) -> std::io::Result<Self> {
+        match u8::deserialize_reader(reader)? {
+            TRIE_BRANCH => Ok(TrieNode::Branch(Children::without_kinds(Vec::deserialize_reader(reader)?))),
+            TRIE_LEAF => Ok(TrieNode::Leaf(TrieLeaf::deserialize_reader(reader)?)),
+            TRIE_BRANCH_KINDS => {
+                let entries = Vec::deserialize_reader(reader)?;
+                Ok(TrieNode::Branch(Children::with_kinds(entries, u16::deserialize_reader(reader)?)))
+            }
+            tag => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("unknown trie node tag {tag}"))),
+        }
+    }
 }
 
 impl TrieNode {

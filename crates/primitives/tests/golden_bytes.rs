@@ -522,9 +522,17 @@ fn trie_leaf_node() {
 
 #[test]
 fn trie_branch_node() {
-    let branch = TrieNode::Branch(vec![(0x3, Hash([0x33; 32])), (0xf, Hash([0x44; 32]))]);
-    // tag 0 (Branch) ‖ u32 len 2 ‖ (nibble ‖ hash) × 2
-    check(&branch, &format!("000200000003{}0f{}", h(0x33), h(0x44)));
+    let children = vec![(0x3, Hash([0x33; 32])), (0xf, Hash([0x44; 32]))];
+    // tag 0 (Branch, children's kinds not recorded) ‖ u32 len 2 ‖ (nibble ‖ hash) × 2
+    let legacy = TrieNode::Branch(Children::without_kinds(children.clone()));
+    check(&legacy, &format!("000200000003{}0f{}", h(0x33), h(0x44)));
+    // tag 2 (Branch with kinds) ‖ the same children ‖ u16 LE leaf mask (child 0xf is a leaf)
+    let branch = TrieNode::Branch(Children::with_kinds(children, 1 << 0xf));
+    check(&branch, &format!("020200000003{}0f{}0080", h(0x33), h(0x44)));
+    // The kinds are bookkeeping: both forms hash alike.
+    assert_eq!(legacy.hash(), branch.hash());
+    // An unknown tag is an error, not a panic.
+    assert!(borsh::from_slice::<TrieNode>(&[3, 0, 0, 0, 0]).is_err());
 }
 
 #[test]

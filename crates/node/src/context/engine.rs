@@ -935,6 +935,11 @@ impl<B: Backend> ContextEngine<B> {
                 unread.iter().map(|k| StateVersion { context_id: *context_id, app_key: RawTail(k.to_vec()) }).collect();
             versions.extend(unread.into_iter().zip(self.store.multi_get(&keys)?));
         }
+        // Which keys are in the trie before the delta (the trie update may then replace
+        // their leaves unread; every change to one key must say the same, so this is taken
+        // before the delta's own actions move the versions).
+        let live_before: FastMap<&[u8], bool> =
+            versions.iter().map(|(k, v)| (*k, v.is_some_and(|v| !v.deleted))).collect();
         let mut merged = Merged {
             winners: Vec::with_capacity(delta.actions.len()),
             versions: Vec::with_capacity(delta.actions.len()),
@@ -953,15 +958,16 @@ impl<B: Backend> ContextEngine<B> {
                 continue;
             }
             let was_live = current.is_some_and(|c| !c.deleted);
+            let in_trie = live_before.get(key).copied().unwrap_or(false);
             match action {
                 Action::Put { value, .. } => {
-                    merged.changes.push(Change::put(key, value));
+                    merged.changes.push(Change::put(key, value).in_trie(in_trie));
                     if !was_live {
                         merged.key_count += 1;
                     }
                 }
                 Action::Delete { .. } => {
-                    merged.changes.push(Change::remove(key));
+                    merged.changes.push(Change::remove(key).in_trie(in_trie));
                     if was_live {
                         merged.key_count = merged.key_count.saturating_sub(1);
                     }

@@ -26,7 +26,7 @@ pub const RADIX: usize = 16;
 
 /// A trie leaf (re-exported from weft-primitives, where the stored form lives).
 pub use weft_primitives::TrieLeaf as Leaf;
-pub use weft_primitives::TrieNode;
+pub use weft_primitives::{Children, TrieNode};
 
 /// The nibble of `hash` at `depth` (0..64).
 pub fn nibble(hash: &Hash, depth: usize) -> u8 {
@@ -63,19 +63,40 @@ pub struct Change {
     pub key_hash: Hash,
     /// The key's new leaf, or `None` if the key leaves the state.
     pub leaf: Option<Leaf>,
+    /// The caller knows the key is in the trie the change is applied to (see
+    /// [`Change::in_trie`]).
+    pub in_trie: bool,
 }
 
 impl Change {
     /// The key is now `value`.
     pub fn put(key: &[u8], value: &[u8]) -> Self {
         let leaf = Leaf::new(key, value);
-        Change { key_hash: leaf.key_hash, leaf: Some(leaf) }
+        Change { key_hash: leaf.key_hash, leaf: Some(leaf), in_trie: false }
     }
 
     /// The key is gone.
     pub fn remove(key: &[u8]) -> Self {
-        Change { key_hash: Hash::digest(key), leaf: None }
+        Change { key_hash: Hash::digest(key), leaf: None, in_trie: false }
     }
+
+    /// Marks whether the key is in the trie the change is applied to (every change to the
+    /// key in one [`update`] must say the same). A key known to be there whose path ends at
+    /// a leaf child has that leaf for its own — a key's leaf is the first leaf on its path —
+    /// so the update replaces or removes it without reading it. Saying `true` of a key that
+    /// is not in the trie corrupts it; `false` is always safe (the leaf is read).
+    pub fn in_trie(mut self, present: bool) -> Self {
+        self.in_trie = present;
+        self
+    }
+}
+
+/// A branch node over `live` children, recording their kinds when they are all known.
+fn branch_node(live: Vec<(u8, Hash)>, leaves: Option<u16>) -> TrieNode {
+    TrieNode::Branch(match leaves {
+        Some(mask) => Children::with_kinds(live, mask),
+        None => Children::without_kinds(live),
+    })
 }
 
 /// The result of applying changes: node writes (path → node, or deletion) and the new root.
@@ -173,6 +194,8 @@ impl<S: TrieStore> Updater<'_, S> {
                         *slot = Some(*h);
                     }
                 }
+                // Which children are leaves (bit n), when the stored node records it.
+                let mut leaves = children.leaf_mask();
                 let depth = path.len();
                 let mut touched: [Option<Sub>; RADIX] = Default::default();
                 let mut rest = changes;
@@ -182,10 +205,35 @@ impl<S: TrieStore> Updater<'_, S> {
                     let (group, tail) = rest.split_at(split);
                     rest = tail;
                     path.push(n);
-                    let child = if slots[usize::from(n)].is_some() { self.read(path)? } else { None };
-                    let sub = self.update_at(path, child, group)?;
+                    let occupied = slots[usize::from(n)].is_some();
+                    let sub = match group {
+                        // The one change below is to a key the trie holds, and the child is a
+                        // leaf: it is that key's own leaf, replaced or removed unread.
+                        [only] if only.in_trie && occupied && children.is_leaf(n) == Some(true) => match &only.leaf {
+                            Some(leaf) => {
+                                self.write(path, Some(TrieNode::Leaf(leaf.clone())));
+                                Sub::Leaf(leaf.clone())
+                            }
+                            None => {
+                                self.write(path, None);
+                                Sub::Empty
+                            }
+                        },
+                        _ => {
+                            let child = if occupied { self.read(path)? } else { None };
+                            self.update_at(path, child, group)?
+                        }
+                    };
                     path.pop();
                     slots[usize::from(n)] = sub.hash();
+                    if let Some(mask) = leaves.as_mut() {
+                        let bit = 1u16 << n;
+                        if matches!(sub, Sub::Leaf(_)) {
+                            *mask |= bit;
+                        } else {
+                            *mask &= !bit;
+                        }
+                    }
                     touched[usize::from(n)] = Some(sub);
                 }
                 let live: Vec<(u8, Hash)> = (0u8..16).filter_map(|n| slots[usize::from(n)].map(|h| (n, h))).collect();
@@ -201,6 +249,8 @@ impl<S: TrieStore> Updater<'_, S> {
                         let child = match touched[usize::from(n)].take() {
                             Some(Sub::Leaf(leaf)) => Some(TrieNode::Leaf(leaf)),
                             Some(Sub::Branch(_)) => None,
+                            // Untouched: a recorded branch stays where it is, unread.
+                            Some(Sub::Empty) | None if children.is_leaf(n) == Some(false) => None,
                             Some(Sub::Empty) | None => self.read(path)?,
                         };
                         let result = match child {
@@ -212,7 +262,7 @@ impl<S: TrieStore> Updater<'_, S> {
                             }
                             _ => {
                                 path.pop();
-                                let node = TrieNode::Branch(live);
+                                let node = branch_node(live, leaves);
                                 let hash = node.hash();
                                 self.write(path, Some(node));
                                 Sub::Branch(hash)
@@ -221,7 +271,7 @@ impl<S: TrieStore> Updater<'_, S> {
                         Ok(result)
                     }
                     _ => {
-                        let node = TrieNode::Branch(live);
+                        let node = branch_node(live, leaves);
                         let hash = node.hash();
                         self.write(path, Some(node));
                         Ok(Sub::Branch(hash))
@@ -246,6 +296,7 @@ impl<S: TrieStore> Updater<'_, S> {
             _ => {
                 let depth = path.len();
                 let mut children = Vec::new();
+                let mut kinds = 0u16;
                 let mut rest = leaves;
                 while !rest.is_empty() {
                     let n = rest.first().map_or(0, |l| nibble(&l.key_hash, depth));
@@ -257,9 +308,12 @@ impl<S: TrieStore> Updater<'_, S> {
                     if let Some(h) = sub.hash() {
                         children.push((n, h));
                     }
+                    if matches!(sub, Sub::Leaf(_)) {
+                        kinds |= 1 << n;
+                    }
                     rest = tail;
                 }
-                let node = TrieNode::Branch(children);
+                let node = branch_node(children, Some(kinds));
                 let hash = node.hash();
                 self.write(path, Some(node));
                 Sub::Branch(hash)
@@ -420,28 +474,58 @@ mod tests {
         ) {
             let mut model = BTreeMap::new();
             let mut trie = MemoryTrie::default();
+            // The same batches on a trie whose branches never record their children's kinds
+            // (as stores written before the kinds hold), every change marked as the engine
+            // marks it (whether the key was in the state before the batch).
+            let mut legacy = MemoryTrie::default();
             for batch in batches {
+                let before = model.clone();
                 let mut changes = Vec::new();
                 for (k, v) in batch {
-                    match v {
+                    let change = match v {
                         Some(v) => {
-                            changes.push(Change::put(&k, &v));
-                            model.insert(k, v);
+                            let change = Change::put(&k, &v);
+                            model.insert(k.clone(), v);
+                            change
                         }
                         None => {
-                            changes.push(Change::remove(&k));
                             model.remove(&k);
+                            Change::remove(&k)
                         }
-                    }
+                    };
+                    changes.push(change.in_trie(before.contains_key(&k)));
                 }
-                let Ok(u) = update(&trie, changes);
+                let Ok(u) = update(&trie, changes.clone());
                 trie.apply(&u);
+                let Ok(l) = update(&legacy, changes);
+                legacy.apply(&l);
+                legacy = without_kinds(&legacy);
                 let expected = scratch(&model);
                 prop_assert_eq!(&trie, &expected);
+                prop_assert_eq!(&legacy, &without_kinds(&expected));
+                prop_assert_eq!(l.root, u.root);
                 let root = root_of(model.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
                 prop_assert_eq!(u.root, root);
             }
         }
+    }
+
+    /// `trie` with no branch recording its children's kinds.
+    fn without_kinds(trie: &MemoryTrie) -> MemoryTrie {
+        MemoryTrie(
+            trie.0
+                .iter()
+                .map(|(path, node)| {
+                    let node = match node {
+                        TrieNode::Branch(children) => {
+                            TrieNode::Branch(Children::without_kinds(children.entries().to_vec()))
+                        }
+                        leaf => leaf.clone(),
+                    };
+                    (path.clone(), node)
+                })
+                .collect(),
+        )
     }
 
     fn trie_of(model: &BTreeMap<Vec<u8>, Vec<u8>>) -> MemoryTrie {
@@ -515,6 +599,35 @@ mod tests {
         }
         let Ok(u) = update(&trie, vec![]);
         assert_eq!(u.root, forward);
+    }
+
+    #[test]
+    fn a_key_in_the_trie_is_updated_without_reading_its_leaf() {
+        let changes = (0u32..4096).map(|i| Change::put(&i.to_be_bytes(), b"v")).collect();
+        let mut trie = MemoryTrie::default();
+        let Ok(u) = update(&EmptyTrie, changes);
+        trie.apply(&u);
+        let leaves = |trie: &MemoryTrie| trie.0.values().filter(|n| matches!(n, TrieNode::Leaf(_))).count();
+        for (i, change) in
+            [Change::put(&7u32.to_be_bytes(), b"w").in_trie(true), Change::remove(&8u32.to_be_bytes()).in_trie(true)]
+                .into_iter()
+                .enumerate()
+        {
+            let key_hash = change.key_hash;
+            let Ok(unread) = update(&trie, vec![change.clone()]);
+            let Ok(read) = update(&trie, vec![change.in_trie(false)]);
+            assert_eq!(unread.root, read.root);
+            assert_eq!(unread.writes, read.writes);
+            assert!(unread.reads < read.reads, "change {i}: {} reads, {} without the kinds", unread.reads, read.reads);
+            // Only branches were read: the path down to the key's leaf, not the leaf.
+            let leaf_path = read.writes.keys().max_by_key(|p| p.len()).cloned().unwrap_or_default();
+            assert!(matches!(trie.0.get(&leaf_path), Some(TrieNode::Leaf(l)) if l.key_hash == key_hash));
+            assert_eq!(unread.reads, leaf_path.len(), "change {i}");
+        }
+        let before = leaves(&trie);
+        let Ok(u) = update(&trie, vec![Change::remove(&8u32.to_be_bytes()).in_trie(true)]);
+        trie.apply(&u);
+        assert_eq!(leaves(&trie), before - 1);
     }
 
     #[test]
