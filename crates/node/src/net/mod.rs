@@ -332,12 +332,15 @@ pub enum NetEvent {
         /// Why.
         reason: String,
     },
-    /// Governance ops received from peers were logged.
+    /// Governance ops received from peers were logged, or ops logged earlier became
+    /// readable (a key arrived that opens their sealed bodies).
     OpsLogged {
         /// The namespace.
         namespace_id: NamespaceId,
         /// The ops, in the order logged.
         op_ids: Vec<OpId>,
+        /// The ops were logged before and only opened now (not to be counted again).
+        reopened: bool,
     },
     /// A peer has the same namespace heads.
     NamespaceInSync {
@@ -1888,7 +1891,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 // readable (an upgrade, say), and judge the deltas held back meanwhile.
                 if let Ok(namespace_id) = governance.namespace_of(&group_id) {
                     match governance.reopen(&namespace_id) {
-                        Ok(opened) if !opened.is_empty() => self.ops_logged(namespace_id, opened),
+                        Ok(opened) if !opened.is_empty() => self.ops_logged(namespace_id, opened, true),
                         Ok(_) => {}
                         Err(e) => tracing::warn!(%namespace_id, error = %e, "cannot open the ops sealed under a key"),
                     }
@@ -2826,7 +2829,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             }
         }
         self.stats.synced_ops.fetch_add(logged.len() as u64, Ordering::Relaxed);
-        self.ops_logged(namespace_id, logged);
+        self.ops_logged(namespace_id, logged, false);
         if more && progressed {
             self.ask_ops(peer, namespace_id);
         } else {
@@ -2879,7 +2882,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         match self.submit_op(namespace_id, op) {
             Ok((outcome, logged)) => {
                 self.stats.ops_gossip_accepted.fetch_add(1, Ordering::Relaxed);
-                self.ops_logged(namespace_id, logged);
+                self.ops_logged(namespace_id, logged, false);
                 if matches!(outcome, Submitted::Pending { .. })
                     && !self.namespace_catching_up.contains(&(source, namespace_id))
                 {
@@ -2923,11 +2926,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
     }
 
-    fn ops_logged(&mut self, namespace_id: NamespaceId, op_ids: Vec<OpId>) {
+    fn ops_logged(&mut self, namespace_id: NamespaceId, op_ids: Vec<OpId>, reopened: bool) {
         if op_ids.is_empty() {
             return;
         }
-        self.emit(NetEvent::OpsLogged { namespace_id, op_ids });
+        self.emit(NetEvent::OpsLogged { namespace_id, op_ids, reopened });
         self.retry_deferred(Some(namespace_id));
     }
 

@@ -299,8 +299,10 @@ impl<B: Backend> NodeService<B> {
                 self.metrics.delta_rejected(Source::Remote);
                 self.emit(ContextEvent::Rejected { context_id, peer, reason });
             }
-            NetEvent::OpsLogged { namespace_id, op_ids } => {
-                self.metrics.governance_ops(Source::Remote, op_ids.len() as u64);
+            NetEvent::OpsLogged { namespace_id, op_ids, reopened } => {
+                if !reopened {
+                    self.metrics.governance_ops(Source::Remote, op_ids.len() as u64);
+                }
                 for op_id in op_ids {
                     // As this node reads it: a sealed private body it opened (an upgrade, say).
                     match self.governance.readable_op(&namespace_id, &op_id) {
@@ -353,5 +355,37 @@ pub(super) fn poll_until<T>(within: Duration, mut done: impl FnMut() -> Option<T
             return None;
         }
         std::thread::sleep(POLL);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use weft_primitives::{NamespaceId, OpId, SecretKey};
+    use weft_store::schema::Column;
+    use weft_store::{MemoryBackend, Store};
+
+    use crate::config::NodeConfig;
+    use crate::metrics::NodeMetrics;
+    use crate::net::NetEvent;
+    use crate::service::NodeService;
+
+    /// Ops that a key arriving later opens are announced again (so subscribers hear what
+    /// became readable) but were counted when they were logged.
+    #[test]
+    fn reopened_ops_are_not_counted_twice() {
+        let config = NodeConfig::default();
+        let store = Store::open(MemoryBackend::new::<Column>()).unwrap();
+        let metrics = Arc::new(NodeMetrics::new());
+        let service =
+            NodeService::new(store, SecretKey::generate(), config.limits.clone(), config.engine(), metrics).unwrap();
+        let namespace_id = NamespaceId::from_bytes([1; 32]);
+        let op_ids = vec![OpId::from_bytes([2; 32]), OpId::from_bytes([3; 32])];
+        service.on_net_event(NetEvent::OpsLogged { namespace_id, op_ids: op_ids.clone(), reopened: false });
+        service.on_net_event(NetEvent::OpsLogged { namespace_id, op_ids, reopened: true });
+        let text = service.metrics().render(None);
+        assert!(text.contains("weft_governance_ops_total{source=\"remote\"} 2\n"), "{text}");
     }
 }
