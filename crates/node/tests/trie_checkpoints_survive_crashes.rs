@@ -202,3 +202,67 @@ fn a_damaged_trie_is_rebuilt_from_the_state_at_first_use() {
     assert_eq!(engine.recompute_root(&CTX).unwrap(), after);
     assert!(engine.check_trie(&CTX).unwrap().is_sound());
 }
+
+/// A store written before branch rows recorded their children's kinds (schema version 2,
+/// tag-0 branch rows): migration 2 → 3 rewrites every branch row with its kinds, after
+/// which the stored trie is exactly a scratch build's, and updates and removals of keys it
+/// holds (which trust the kinds) keep it the trie of the state.
+#[test]
+fn the_migration_records_the_kinds_of_every_branch() {
+    use weft_node::context::merkle::{Children, TrieNode};
+    use weft_store::schema::{migrations, MerkleNode};
+    use weft_store::{RocksBackend, RocksConfig};
+
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        let backend = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).unwrap();
+        Store::open_with_migrations(backend, &migrations()).unwrap()
+    };
+    let secret = SecretKey::from_bytes(&[9; 32]);
+    {
+        let engine = ContextEngine::new(open(), EngineConfig::default());
+        engine.create_context(CTX, app()).unwrap();
+        let actions = (0..=255u8).map(|k| Action::Put { key: vec![k], value: vec![k] }).collect();
+        engine.write(&CTX, &secret, actions).unwrap();
+    }
+    let branches = |store: &Store<RocksBackend, Column>| -> Vec<TrieNode> {
+        let rows = store.scan(MerkleNode::prefix(&CTX)).collect_all().unwrap();
+        rows.into_iter().map(|(_, n)| n).filter(|n| matches!(n, TrieNode::Branch(_))).collect()
+    };
+    {
+        let store = open();
+        let mut batch = store.batch();
+        for (key, node) in store.scan(MerkleNode::prefix(&CTX)).collect_all().unwrap() {
+            if let TrieNode::Branch(children) = node {
+                batch.put(&key, &TrieNode::Branch(Children::without_kinds(children.entries().to_vec())));
+            }
+        }
+        store.write(batch).unwrap();
+        assert!(branches(&store).iter().all(|n| matches!(n, TrieNode::Branch(c) if c.leaf_mask().is_none())));
+        store.set_schema_version(2).unwrap();
+    }
+
+    let store = open();
+    assert_eq!(store.schema_version().unwrap(), Some(3));
+    let all = branches(&store);
+    assert!(all.len() > 1);
+    assert!(all.iter().all(|n| matches!(n, TrieNode::Branch(c) if c.leaf_mask().is_some())));
+    let engine = ContextEngine::new(store, EngineConfig::default());
+    let check = engine.check_trie(&CTX).unwrap();
+    assert!(check.is_sound(), "the migrated rows are a scratch build's: {check:?}");
+    let actions =
+        (0..=255u8)
+            .step_by(3)
+            .map(|k| {
+                if k % 2 == 0 {
+                    Action::Put { key: vec![k], value: vec![0xEE] }
+                } else {
+                    Action::Delete { key: vec![k] }
+                }
+            })
+            .collect();
+    let (_, root) = engine.write(&CTX, &secret, actions).unwrap();
+    assert_eq!(engine.recompute_root(&CTX).unwrap(), root);
+    let check = engine.check_trie(&CTX).unwrap();
+    assert!(check.is_sound(), "{check:?}");
+}
