@@ -915,17 +915,20 @@ impl<B: Backend> ContextEngine<B> {
         delta: &ContextDagDeltaValue,
         run: &Run<'_, B>,
     ) -> Result<Merged, EngineError> {
-        // The current version of every key the delta touches: the run's, else one multi-get.
+        // Per key the delta touches: its current version (the run's, else one multi-get) and
+        // whether it is in the trie before the delta. The second never moves within the
+        // delta: every change to one key must say the same (see `Change::in_trie`).
         let mut distinct: Vec<&[u8]> = delta.actions.iter().map(Action::key).collect();
         distinct.sort_unstable();
         distinct.dedup();
-        let mut versions: FastMap<&[u8], Option<KeyVersion>> =
+        let before = |v: Option<KeyVersion>| (v, v.is_some_and(|v| !v.deleted));
+        let mut versions: FastMap<&[u8], (Option<KeyVersion>, bool)> =
             FastMap::with_capacity_and_hasher(distinct.len(), Default::default());
         let mut unread = Vec::new();
         for key in distinct {
             match run.versions.get(key) {
                 Some(v) => {
-                    versions.insert(key, Some(*v));
+                    versions.insert(key, before(Some(*v)));
                 }
                 None => unread.push(key),
             }
@@ -933,13 +936,8 @@ impl<B: Backend> ContextEngine<B> {
         if !unread.is_empty() {
             let keys: Vec<StateVersion> =
                 unread.iter().map(|k| StateVersion { context_id: *context_id, app_key: RawTail(k.to_vec()) }).collect();
-            versions.extend(unread.into_iter().zip(self.store.multi_get(&keys)?));
+            versions.extend(unread.into_iter().zip(self.store.multi_get(&keys)?.into_iter().map(before)));
         }
-        // Which keys are in the trie before the delta (the trie update may then replace
-        // their leaves unread; every change to one key must say the same, so this is taken
-        // before the delta's own actions move the versions).
-        let live_before: FastMap<&[u8], bool> =
-            versions.iter().map(|(k, v)| (*k, v.is_some_and(|v| !v.deleted))).collect();
         let mut merged = Merged {
             winners: Vec::with_capacity(delta.actions.len()),
             versions: Vec::with_capacity(delta.actions.len()),
@@ -948,7 +946,7 @@ impl<B: Backend> ContextEngine<B> {
         };
         for (i, action) in delta.actions.iter().enumerate() {
             let key = action.key();
-            let current = versions.get(key).copied().flatten();
+            let (current, in_trie) = versions.get(key).copied().unwrap_or((None, false));
             let deleted = matches!(action, Action::Delete { .. });
             let version = KeyVersion { hlc: delta.hlc, author: delta.author, delta_id: delta.delta_id, deleted };
             // Within one delta the later action on a key wins (same version, applied in order).
@@ -958,7 +956,6 @@ impl<B: Backend> ContextEngine<B> {
                 continue;
             }
             let was_live = current.is_some_and(|c| !c.deleted);
-            let in_trie = live_before.get(key).copied().unwrap_or(false);
             match action {
                 Action::Put { value, .. } => {
                     merged.changes.push(Change::put(key, value).in_trie(in_trie));
@@ -975,7 +972,7 @@ impl<B: Backend> ContextEngine<B> {
             }
             merged.winners.push(i);
             merged.versions.push((key.to_vec(), version));
-            versions.insert(key, Some(version));
+            versions.insert(key, (Some(version), in_trie));
         }
         Ok(merged)
     }
