@@ -47,9 +47,13 @@ fn other(e: impl std::fmt::Display) -> DaemonError {
 }
 
 fn open_store(home: &Home, rocks: &weft_store::RocksConfig) -> Result<Store<RocksBackend, Column>, DaemonError> {
-    let path = home.data_dir();
-    let store_err = |source| DaemonError::Store { path: path.clone(), source };
-    let backend = RocksBackend::open::<Column>(&path, rocks).map_err(store_err)?;
+    open_store_at(&home.data_dir(), rocks)
+}
+
+/// Opens the node store in `path`, running the schema's migrations.
+fn open_store_at(path: &Path, rocks: &weft_store::RocksConfig) -> Result<Store<RocksBackend, Column>, DaemonError> {
+    let store_err = |source| DaemonError::Store { path: path.to_path_buf(), source };
+    let backend = RocksBackend::open::<Column>(path, rocks).map_err(store_err)?;
     Store::open_with_migrations(backend, &weft_store::schema::migrations()).map_err(store_err)
 }
 
@@ -261,9 +265,7 @@ pub fn backup(home: &Home, dest: &Path, include_secrets: bool) -> Result<(), Dae
 /// the copy's files, not just hidden by tombstones.
 fn scrub_secrets(data: &Path, rocks: &weft_store::RocksConfig) -> Result<(), DaemonError> {
     let store_err = |source| DaemonError::Store { path: data.to_path_buf(), source };
-    let backend = RocksBackend::open::<Column>(data, rocks).map_err(store_err)?;
-    let store: Store<RocksBackend, Column> =
-        Store::open_with_migrations(backend, &weft_store::schema::migrations()).map_err(store_err)?;
+    let store = open_store_at(data, rocks)?;
     let namespaces = store.scan(Prefix::<NamespaceIdentity>::family()).collect_all().map_err(store_err)?;
     let contexts = store.scan(Prefix::<ContextIdentity>::family()).collect_all().map_err(store_err)?;
     let group_keys = store.scan(Prefix::<GroupKeyEntry>::family()).collect_all().map_err(store_err)?;

@@ -24,15 +24,21 @@ pub fn rocks_engine(dir: &std::path::Path) -> ContextEngine<RocksBackend> {
     ContextEngine::new(Store::open(backend).expect("store"), EngineConfig::default())
 }
 
-/// A permutation of `0..n` drawn from `seed` (xorshift; the same seed, the same order).
-pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
+/// Shuffles `items` deterministically from `seed` (xorshift Fisher–Yates; the same seed,
+/// the same order).
+pub fn shuffle<T>(items: &mut [T], seed: u64) {
     let mut x = seed | 1;
-    for i in (1..n).rev() {
+    for i in (1..items.len()).rev() {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
+        items.swap(i, (x % (i as u64 + 1)) as usize);
     }
+}
+
+/// A permutation of `0..n` drawn from `seed` (see [`shuffle`]).
+pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    shuffle(&mut order, seed);
     order
 }

@@ -5,6 +5,9 @@
 
 mod governance_support;
 
+mod common;
+
+use common::shuffle;
 use governance_support::*;
 use proptest::prelude::*;
 use weft_node::governance::{rotation_body, GovernanceError};
@@ -156,17 +159,6 @@ fn author(steps: &[Step]) -> (NamespaceId, Vec<SignedOp>) {
         }
     }
     (ns, universe)
-}
-
-/// A deterministic shuffle (xorshift Fisher–Yates).
-fn shuffle<T>(items: &mut [T], mut seed: u64) {
-    seed |= 1;
-    for i in (1..items.len()).rev() {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        items.swap(i, (seed % (i as u64 + 1)) as usize);
-    }
 }
 
 /// Everything a replica decided, for comparison.

@@ -10,6 +10,9 @@
 
 mod governance_support;
 
+mod common;
+
+use common::shuffle;
 use std::collections::{BTreeMap, BTreeSet};
 
 use governance_support::*;
@@ -157,17 +160,6 @@ fn author(steps: &[Step]) -> Authored {
         out.ops.push(op);
     }
     out
-}
-
-/// A deterministic shuffle (xorshift Fisher–Yates).
-fn shuffle<T>(items: &mut [T], mut seed: u64) {
-    seed |= 1;
-    for i in (1..items.len()).rev() {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        items.swap(i, (seed % (i as u64 + 1)) as usize);
-    }
 }
 
 #[derive(Debug, PartialEq)]

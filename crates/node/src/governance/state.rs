@@ -844,41 +844,31 @@ fn judge_in_group(
 /// Checks a rotation's recipients (sorted and distinct: the op's shape checks
 /// that) against the group's members at `stage`.
 fn key_recipients(g: &GroupState, envelopes: &[KeyEnvelope], stage: Stage) -> Result<(), Rejection> {
-    let strict = stage == Stage::AtParents;
-    let unexpected: Vec<PublicKey> = envelopes
-        .iter()
-        .map(|e| e.recipient)
-        .filter(|r| !g.members.contains_key(r) || (strict && !can_receive_keys(r)))
-        .collect();
-    let missing: Vec<PublicKey> = if strict {
-        g.key_recipients().filter(|m| envelopes.binary_search_by(|e| e.recipient.cmp(m)).is_err()).copied().collect()
-    } else {
-        Vec::new()
-    };
-    if missing.is_empty() && unexpected.is_empty() {
-        Ok(())
-    } else {
-        Err(Rejection::KeyRecipients { missing, unexpected })
-    }
+    recipients(envelopes, |r| g.members.contains_key(r), g.key_recipients(), stage)
 }
 
 /// A namespace key rotation's recipients against the namespace's participants at `stage`:
 /// at the op's parents exactly those that can receive keys; in the running fold, no one who
 /// is no longer a participant.
 fn namespace_key_recipients(state: &GovState, envelopes: &[KeyEnvelope], stage: Stage) -> Result<(), Rejection> {
-    let strict = stage == Stage::AtParents;
     let participants = state.participants();
-    let unexpected: Vec<PublicKey> = envelopes
-        .iter()
-        .map(|e| e.recipient)
-        .filter(|r| !participants.contains(r) || (strict && !can_receive_keys(r)))
-        .collect();
+    let expected = participants.iter().filter(|p| can_receive_keys(p));
+    recipients(envelopes, |r| participants.contains(r), expected, stage)
+}
+
+/// A rotation's recipients: each must be `entitled` (and, at the op's parents, able to
+/// receive keys), and at the op's parents every one of `expected` must be among them.
+fn recipients<'a>(
+    envelopes: &[KeyEnvelope],
+    entitled: impl Fn(&PublicKey) -> bool,
+    expected: impl Iterator<Item = &'a PublicKey>,
+    stage: Stage,
+) -> Result<(), Rejection> {
+    let strict = stage == Stage::AtParents;
+    let unexpected: Vec<PublicKey> =
+        envelopes.iter().map(|e| e.recipient).filter(|r| !entitled(r) || (strict && !can_receive_keys(r))).collect();
     let missing: Vec<PublicKey> = if strict {
-        participants
-            .iter()
-            .filter(|p| can_receive_keys(p) && envelopes.binary_search_by(|e| e.recipient.cmp(p)).is_err())
-            .copied()
-            .collect()
+        expected.filter(|m| envelopes.binary_search_by(|e| e.recipient.cmp(m)).is_err()).copied().collect()
     } else {
         Vec::new()
     };

@@ -1848,6 +1848,18 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.ask_group_key(peer, group_id, key_id);
     }
 
+    /// Whether to ask now for a key (`(peer, group or namespace key group, key id)`): not
+    /// asked within [`KEY_RETRY`]. Records the ask.
+    fn first_ask(&mut self, asked: (PeerId, GroupId, KeyId)) -> bool {
+        let now = Instant::now();
+        self.keys_asked.retain(|_, at| now.duration_since(*at) < KEY_RETRY);
+        if self.keys_asked.contains_key(&asked) {
+            return false;
+        }
+        self.keys_asked.insert(asked, now);
+        true
+    }
+
     /// Asks `peer` for key `key_id` of `group_id`, sealed to this node's identity in the
     /// group's namespace — unless this node holds no identity there or already asked `peer`
     /// within [`KEY_RETRY`]. The peer answers only if this identity is a member.
@@ -1855,12 +1867,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let Some(governance) = &self.governance else { return };
         let Ok(namespace_id) = governance.namespace_of(&group_id) else { return };
         let Ok(identity) = governance.identity(&namespace_id) else { return };
-        let now = Instant::now();
-        self.keys_asked.retain(|_, at| now.duration_since(*at) < KEY_RETRY);
-        if self.keys_asked.contains_key(&(peer, group_id, key_id)) {
+        if !self.first_ask((peer, group_id, key_id)) {
             return;
         }
-        self.keys_asked.insert((peer, group_id, key_id), now);
         self.stats.keys_requested.fetch_add(1, Ordering::Relaxed);
         let request = SyncRequest::GroupKey { group_id, key_id, requester: identity.public_key() };
         let id = self.send_sync_request(peer, request);
@@ -1871,17 +1880,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// the group's contexts are checked with the peer at once (they may have been withheld).
     fn on_group_key(&mut self, peer: PeerId, group_id: GroupId, key_id: KeyId, response: SyncResponse) {
         let Some(governance) = self.governance.clone() else { return };
-        let envelope = match response {
-            SyncResponse::GroupKey { envelope: Some(envelope) } if envelope.key_id == key_id => envelope,
-            SyncResponse::GroupKey { .. } | SyncResponse::Busy | SyncResponse::Unknown => {
-                tracing::debug!(%peer, %group_id, %key_id, "the peer sent no key");
-                return;
-            }
-            _ => {
-                tracing::info!(%peer, %group_id, "refused an answer to a key request: not a key");
-                return;
-            }
-        };
+        let Some(envelope) = key_answer(peer, key_id, response, &group_id) else { return };
         match governance.accept_key_envelope(&group_id, &envelope) {
             Ok(_) => {
                 self.stats.keys_received.fetch_add(1, Ordering::Relaxed);
@@ -2712,13 +2711,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     fn ask_namespace_key(&mut self, peer: PeerId, namespace_id: NamespaceId, key_id: KeyId) {
         let Some(governance) = &self.governance else { return };
         let Ok(identity) = governance.identity(&namespace_id) else { return };
-        let now = Instant::now();
-        self.keys_asked.retain(|_, at| now.duration_since(*at) < KEY_RETRY);
-        let asked = (peer, namespace_id.key_group(), key_id);
-        if self.keys_asked.contains_key(&asked) {
+        if !self.first_ask((peer, namespace_id.key_group(), key_id)) {
             return;
         }
-        self.keys_asked.insert(asked, now);
         self.stats.namespace_keys_requested.fetch_add(1, Ordering::Relaxed);
         let request = SyncRequest::NamespaceKey { namespace_id, key_id, requester: identity.public_key() };
         let id = self.send_sync_request(peer, request);
@@ -2729,17 +2724,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// and the namespace's heads are compared with the peer at once.
     fn on_namespace_key(&mut self, peer: PeerId, namespace_id: NamespaceId, key_id: KeyId, response: SyncResponse) {
         let Some(governance) = self.governance.clone() else { return };
-        let envelope = match response {
-            SyncResponse::GroupKey { envelope: Some(envelope) } if envelope.key_id == key_id => envelope,
-            SyncResponse::GroupKey { .. } | SyncResponse::Busy | SyncResponse::Unknown => {
-                tracing::debug!(%peer, %namespace_id, %key_id, "the peer sent no namespace key");
-                return;
-            }
-            _ => {
-                tracing::info!(%peer, %namespace_id, "refused an answer to a namespace key request: not a key");
-                return;
-            }
-        };
+        let Some(envelope) = key_answer(peer, key_id, response, &namespace_id) else { return };
         match governance.accept_namespace_key_envelope(&namespace_id, &envelope) {
             Ok(_) => {
                 self.stats.namespace_keys_received.fetch_add(1, Ordering::Relaxed);
@@ -3108,7 +3093,27 @@ fn serve_ops<B: Backend>(
     SyncResponse::Ops { ops, more }
 }
 
-/// The context a context-level sync request is about.
+/// The key a peer sent in answer to a request for `key_id` (of the group or namespace
+/// `scope`), if it sent it; nothing otherwise (logged: no key, or not a key answer).
+fn key_answer(
+    peer: PeerId,
+    key_id: KeyId,
+    response: SyncResponse,
+    scope: &dyn std::fmt::Display,
+) -> Option<weft_primitives::KeyEnvelope> {
+    match response {
+        SyncResponse::GroupKey { envelope: Some(envelope) } if envelope.key_id == key_id => Some(envelope),
+        SyncResponse::GroupKey { .. } | SyncResponse::Busy | SyncResponse::Unknown => {
+            tracing::debug!(%peer, %scope, %key_id, "the peer sent no key");
+            None
+        }
+        _ => {
+            tracing::info!(%peer, %scope, "refused an answer to a key request: not a key");
+            None
+        }
+    }
+}
+
 /// Up to `n` of `items`, starting at `*cursor` and wrapping around; moves the cursor past them.
 fn take_in_turn<T: Copy>(items: &[T], cursor: &mut usize, n: usize) -> Vec<T> {
     if items.is_empty() || n == 0 {
@@ -3120,6 +3125,7 @@ fn take_in_turn<T: Copy>(items: &[T], cursor: &mut usize, n: usize) -> Vec<T> {
     items.iter().cycle().skip(start).take(n).copied().collect()
 }
 
+/// The context a context-level sync request is about.
 fn request_context(request: &SyncRequest) -> Option<ContextId> {
     match request {
         SyncRequest::Status { context_id }
