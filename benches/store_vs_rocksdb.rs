@@ -5,7 +5,9 @@
 //! same key bytes. Write batches go to two identically configured and loaded
 //! databases (each opened by `RocksBackend::open` with the node's column set, in its
 //! own directory); gets and scans read one database through both APIs. The
-//! difference is the cost of the typed layer. Both run on the system allocator, as a
+//! difference is the cost of the typed layer. Between the write batches and the reads both
+//! databases flush and finish their compactions, so no background work from the writes
+//! runs during a read benchmark. Both run on the system allocator, as a
 //! program embedding weft-store does unless it picks its own (`weftd` and the `apply` and
 //! `cluster` benchmarks use mimalloc; BENCHMARKS.md has this bench under both).
 //!
@@ -22,7 +24,7 @@ mod common;
 
 use common::mix;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use rocksdb::{ReadOptions, WriteBatch};
+use rocksdb::{ReadOptions, WaitForCompactOptions, WriteBatch, DB};
 use weft_primitives::ContextId;
 use weft_store::schema::{Column, ContextState};
 use weft_store::{AsKeyParts, PrefixBy, RawTail, Read, RocksBackend, RocksConfig, Store};
@@ -60,6 +62,13 @@ fn preload(store: &Store<RocksBackend, Column>) {
     store.flush().expect("flush");
 }
 
+/// Flushes every memtable and waits until no flush or compaction is pending or running.
+fn quiesce(db: &DB) {
+    let mut opts = WaitForCompactOptions::default();
+    opts.set_flush(true);
+    db.wait_for_compact(&opts).expect("wait for compactions");
+}
+
 fn bench(c: &mut Criterion) {
     let weft_dir = tempfile::tempdir().expect("tempdir");
     let raw_dir = tempfile::tempdir().expect("tempdir");
@@ -74,6 +83,8 @@ fn bench(c: &mut Criterion) {
     let cf = db.cf_handle("state").expect("state column");
     let read_db = weft.backend().db();
     let read_cf = read_db.cf_handle("state").expect("state column");
+    quiesce(read_db);
+    quiesce(db);
 
     let mut group = c.benchmark_group("store_vs_rocksdb");
 
@@ -105,6 +116,12 @@ fn bench(c: &mut Criterion) {
             i += 1;
         })
     });
+
+    // The write batches above leave both databases with memtables to flush and compactions
+    // to run. Done in the background, that work would share the two cores with whichever read
+    // benchmark came next: `get/weft`, always. Both databases finish it before any read.
+    quiesce(read_db);
+    quiesce(db);
 
     // Random point gets.
     let probes: Vec<ContextState> =
