@@ -53,14 +53,17 @@ impl ValueCodec for Raw {
     type Value = [u8];
     type Owned = Vec<u8>;
 
+    #[inline]
     fn encode<'a>(value: &'a [u8], _scratch: &'a mut Vec<u8>) -> &'a [u8] {
         value
     }
 
+    #[inline]
     fn decode(bytes: &[u8]) -> Result<Vec<u8>, DecodeError> {
         Ok(bytes.to_vec())
     }
 
+    #[inline]
     fn decode_vec(bytes: Vec<u8>) -> Result<Vec<u8>, DecodeError> {
         Ok(bytes)
     }

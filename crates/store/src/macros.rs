@@ -136,6 +136,7 @@ macro_rules! __key_family {
             const FAMILY: &'static str = stringify!($name);
             const HAS_TAIL: bool = $crate::__has_tail!($($tf)*);
 
+            #[inline]
             #[allow(unused_mut, unused_variables, unused_assignments)]
             fn as_key(&self) -> $crate::Key<Self> {
                 let mut arr = $crate::generic_array::GenericArray::<u8, Self::Size>::default();
@@ -154,6 +155,7 @@ macro_rules! __key_family {
                 $crate::Key(arr)
             }
 
+            #[inline]
             #[allow(unused_variables)]
             fn write_tail(&self, out: &mut Vec<u8>) {
                 $( $crate::KeySegment::encode(&self.$tf, out); )*
@@ -161,6 +163,7 @@ macro_rules! __key_family {
         }
 
         impl $crate::FromKeyParts for $name {
+            #[inline]
             #[allow(unused_mut)]
             fn from_key_bytes(bytes: &[u8]) -> Result<Self, $crate::KeyError> {
                 let head = <Self as $crate::AsKeyParts>::head_len();

@@ -55,6 +55,7 @@ impl<T: FixedSegment> KeySegment for T {
     }
 }
 
+#[inline]
 fn array<const N: usize>(bytes: &[u8]) -> Result<[u8; N], KeyError> {
     <[u8; N]>::try_from(bytes).map_err(|_| KeyError::Segment("fixed-width segment has the wrong length"))
 }
@@ -64,9 +65,11 @@ macro_rules! fixed_array {
         impl FixedSegment for [u8; $n] {
             type Size = $size;
             const LEN: usize = $n;
+            #[inline]
             fn write(&self, out: &mut [u8]) {
                 out.copy_from_slice(self);
             }
+            #[inline]
             fn read(bytes: &[u8]) -> Result<Self, KeyError> {
                 array::<$n>(bytes)
             }
@@ -81,9 +84,11 @@ macro_rules! fixed_be_int {
         impl FixedSegment for $t {
             type Size = $size;
             const LEN: usize = std::mem::size_of::<$t>();
+            #[inline]
             fn write(&self, out: &mut [u8]) {
                 out.copy_from_slice(&self.to_be_bytes());
             }
+            #[inline]
             fn read(bytes: &[u8]) -> Result<Self, KeyError> {
                 Ok(<$t>::from_be_bytes(array(bytes)?))
             }
@@ -97,9 +102,11 @@ macro_rules! fixed_id {
         impl FixedSegment for weft_primitives::$t {
             type Size = U32;
             const LEN: usize = 32;
+            #[inline]
             fn write(&self, out: &mut [u8]) {
                 out.copy_from_slice(self.as_bytes());
             }
+            #[inline]
             fn read(bytes: &[u8]) -> Result<Self, KeyError> {
                 Ok(weft_primitives::$t::from_bytes(array(bytes)?))
             }
@@ -186,9 +193,11 @@ impl KeySegment for Bytes {
 pub struct RawTail(pub Vec<u8>);
 
 impl KeySegment for RawTail {
+    #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.0);
     }
+    #[inline]
     fn decode(input: &mut &[u8]) -> Result<Self, KeyError> {
         let all = input.to_vec();
         *input = &[];

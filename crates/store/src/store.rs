@@ -502,7 +502,7 @@ impl<'r, R: RawRead, K: FromKeyParts> Scan<'r, R, K> {
     }
 
     /// Runs the scan, yielding typed rows lazily.
-    pub fn iter(self) -> Result<ScanIter<'r, K>> {
+    pub fn iter(self) -> Result<ScanIter<'r, R, K>> {
         let range = self.range();
         let empty = range.upper.as_ref().is_some_and(|u| *u <= range.lower);
         Ok(ScanIter {
@@ -568,14 +568,14 @@ impl<'r, R: RawRead, K: FromKeyParts> Scan<'r, R, K> {
 }
 
 /// Typed rows of a scan, decoded lazily.
-pub struct ScanIter<'r, K> {
-    cursor: Option<Box<dyn RawCursor + 'r>>,
+pub struct ScanIter<'r, R: RawRead + 'r, K> {
+    cursor: Option<R::Cursor<'r>>,
     started: bool,
     remaining: Option<usize>,
     _family: PhantomData<fn() -> K>,
 }
 
-impl<K: FromKeyParts> ScanIter<'_, K> {
+impl<'r, R: RawRead + 'r, K: FromKeyParts> ScanIter<'r, R, K> {
     /// Moves to the next row and returns its decoded key, without decoding the value.
     fn next_raw(&mut self) -> Result<Option<(&[u8], &[u8])>> {
         if self.remaining == Some(0) {
@@ -603,7 +603,7 @@ impl<K: FromKeyParts> ScanIter<'_, K> {
     }
 }
 
-impl<K: FromKeyParts> Iterator for ScanIter<'_, K> {
+impl<'r, R: RawRead + 'r, K: FromKeyParts> Iterator for ScanIter<'r, R, K> {
     type Item = Result<(K, OwnedValueOf<K>)>;
 
     fn next(&mut self) -> Option<Self::Item> {

@@ -60,6 +60,8 @@ fn map_get(map: &Map, key: &[u8]) -> Option<Vec<u8>> {
 }
 
 impl RawRead for MemoryBackend {
+    type Cursor<'a> = MemoryCursor;
+
     fn get(&self, column: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let map = self.read_map(column)?;
         Ok(map_get(&map, key))
@@ -70,8 +72,8 @@ impl RawRead for MemoryBackend {
         Ok(keys.iter().map(|k| map_get(&map, k)).collect())
     }
 
-    fn cursor(&self, column: usize, range: &RawRange) -> Result<Box<dyn RawCursor + '_>> {
-        Ok(Box::new(MemoryCursor::new(self.read_map(column)?, range)))
+    fn cursor(&self, column: usize, range: &RawRange) -> Result<MemoryCursor> {
+        Ok(MemoryCursor::new(self.read_map(column)?, range))
     }
 }
 
@@ -87,6 +89,8 @@ impl MemorySnapshot {
 }
 
 impl RawRead for MemorySnapshot {
+    type Cursor<'a> = MemoryCursor;
+
     fn get(&self, column: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(map_get(self.map(column)?, key))
     }
@@ -96,12 +100,13 @@ impl RawRead for MemorySnapshot {
         Ok(keys.iter().map(|k| map_get(map, k)).collect())
     }
 
-    fn cursor(&self, column: usize, range: &RawRange) -> Result<Box<dyn RawCursor + '_>> {
-        Ok(Box::new(MemoryCursor::new(self.map(column)?.clone(), range)))
+    fn cursor(&self, column: usize, range: &RawRange) -> Result<MemoryCursor> {
+        Ok(MemoryCursor::new(self.map(column)?.clone(), range))
     }
 }
 
-struct MemoryCursor {
+/// A cursor over a snapshot of one column of a [`MemoryBackend`].
+pub struct MemoryCursor {
     map: Arc<Map>,
     lower: Vec<u8>,
     upper: Option<Vec<u8>>,

@@ -38,12 +38,18 @@ pub trait RawCursor {
 
 /// Read access, shared by a live backend and its snapshots.
 pub trait RawRead {
+    /// The cursor [`cursor`](RawRead::cursor) returns: a concrete type, so a typed scan's
+    /// per-row calls are direct (and inlinable) rather than through a vtable.
+    type Cursor<'a>: RawCursor
+    where
+        Self: 'a;
+
     /// Reads one row.
     fn get(&self, column: usize, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Reads many rows of one column (in the order given).
     fn multi_get(&self, column: usize, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>>;
     /// Opens a cursor over a range of one column.
-    fn cursor(&self, column: usize, range: &RawRange) -> Result<Box<dyn RawCursor + '_>>;
+    fn cursor(&self, column: usize, range: &RawRange) -> Result<Self::Cursor<'_>>;
 }
 
 /// One operation of a raw batch.

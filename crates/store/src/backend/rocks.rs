@@ -281,6 +281,11 @@ fn get_pinned(
 }
 
 impl RawRead for RocksBackend {
+    type Cursor<'a>
+        = RocksCursor<'a>
+    where
+        Self: 'a;
+
     fn get(&self, column: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
         get_pinned(self.db().get_pinned_cf(self.cf(column)?, key))
     }
@@ -290,14 +295,14 @@ impl RawRead for RocksBackend {
         self.db().batched_multi_get_cf(cf, keys.iter().copied(), false).into_iter().map(get_pinned).collect()
     }
 
-    fn cursor(&self, column: usize, range: &RawRange) -> Result<Box<dyn RawCursor + '_>> {
+    fn cursor(&self, column: usize, range: &RawRange) -> Result<RocksCursor<'_>> {
         let iter = self.db().raw_iterator_cf_opt(self.cf(column)?, self.read_options(column, range));
-        Ok(Box::new(RocksCursor::start(iter, range.reverse)))
+        Ok(RocksCursor::start(iter, range.reverse))
     }
 }
 
 /// A cursor over a RocksDB raw iterator.
-struct RocksCursor<'a> {
+pub struct RocksCursor<'a> {
     iter: DBRawIteratorWithThreadMode<'a, DB>,
     reverse: bool,
     /// Whether the iterator stood on a row when last looked at: `advance` moves only then
@@ -320,12 +325,14 @@ impl<'a> RocksCursor<'a> {
 }
 
 impl RawCursor for RocksCursor<'_> {
+    #[inline]
     fn current(&self) -> Option<(&[u8], &[u8])> {
         let item = self.iter.item();
         self.on_row.set(item.is_some());
         item
     }
 
+    #[inline]
     fn advance(&mut self) {
         if self.on_row.get() {
             if self.reverse {
@@ -350,6 +357,11 @@ pub struct RocksSnapshot<'a> {
 }
 
 impl RawRead for RocksSnapshot<'_> {
+    type Cursor<'a>
+        = RocksCursor<'a>
+    where
+        Self: 'a;
+
     fn get(&self, column: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
         get_pinned(self.snapshot.get_pinned_cf(self.backend.cf(column)?, key))
     }
@@ -359,10 +371,10 @@ impl RawRead for RocksSnapshot<'_> {
         self.snapshot.multi_get_cf(keys.iter().map(|k| (cf, *k))).into_iter().map(|r| Ok(r?)).collect()
     }
 
-    fn cursor(&self, column: usize, range: &RawRange) -> Result<Box<dyn RawCursor + '_>> {
+    fn cursor(&self, column: usize, range: &RawRange) -> Result<RocksCursor<'_>> {
         let cf = self.backend.cf(column)?;
         let iter = self.snapshot.raw_iterator_cf_opt(cf, self.backend.read_options(column, range));
-        Ok(Box::new(RocksCursor::start(iter, range.reverse)))
+        Ok(RocksCursor::start(iter, range.reverse))
     }
 }
 
@@ -405,6 +417,11 @@ impl RocksOwnedSnapshot {
 }
 
 impl RawRead for RocksOwnedSnapshot {
+    type Cursor<'a>
+        = RocksCursor<'a>
+    where
+        Self: 'a;
+
     fn get(&self, column: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
         get_pinned(self.0.borrow_dependent().snapshot.get_pinned_cf(self.cf(column)?, key))
     }
@@ -420,11 +437,11 @@ impl RawRead for RocksOwnedSnapshot {
             .collect()
     }
 
-    fn cursor(&self, column: usize, range: &RawRange) -> Result<Box<dyn RawCursor + '_>> {
+    fn cursor(&self, column: usize, range: &RawRange) -> Result<RocksCursor<'_>> {
         let cf = self.cf(column)?;
         let opts = read_options(&self.0.borrow_owner().prefix_lens, column, range);
         let iter = self.0.borrow_dependent().snapshot.raw_iterator_cf_opt(cf, opts);
-        Ok(Box::new(RocksCursor::start(iter, range.reverse)))
+        Ok(RocksCursor::start(iter, range.reverse))
     }
 }
 
