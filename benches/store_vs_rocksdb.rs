@@ -6,8 +6,8 @@
 //! databases (each opened by `RocksBackend::open` with the node's column set, in its
 //! own directory); gets and scans read one database through both APIs. The
 //! difference is the cost of the typed layer. Between the write batches and the reads both
-//! databases flush and finish their compactions, so no background work from the writes
-//! runs during a read benchmark. Both run on the system allocator, as a
+//! databases flush and finish their compactions and the kernel writes back the dirtied pages,
+//! so no background work from the writes runs during a read benchmark. Both run on the system allocator, as a
 //! program embedding weft-store does unless it picks its own (`weftd` and the `apply` and
 //! `cluster` benchmarks use mimalloc; BENCHMARKS.md has this bench under both).
 //!
@@ -69,6 +69,13 @@ fn quiesce(db: &DB) {
     db.wait_for_compact(&opts).expect("wait for compactions");
 }
 
+/// Has the kernel write back the pages the writes dirtied (some GB of WAL, SST and compaction
+/// output), which it would otherwise do over the next half minute, beside the first reads.
+fn writeback() {
+    let status = std::process::Command::new("sync").status().expect("run sync");
+    assert!(status.success(), "sync failed: {status}");
+}
+
 fn bench(c: &mut Criterion) {
     let weft_dir = tempfile::tempdir().expect("tempdir");
     let raw_dir = tempfile::tempdir().expect("tempdir");
@@ -122,6 +129,7 @@ fn bench(c: &mut Criterion) {
     // benchmark came next: `get/weft`, always. Both databases finish it before any read.
     quiesce(read_db);
     quiesce(db);
+    writeback();
 
     // Random point gets.
     let probes: Vec<ContextState> =

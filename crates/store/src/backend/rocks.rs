@@ -72,6 +72,9 @@ pub struct RocksBackend {
     names: Vec<&'static str>,
     prefix_lens: Vec<Option<usize>>,
     write_options: WriteOptions,
+    /// The options of every point read, made once: rust-rocksdb's option-less reads build
+    /// and free a C++ `ReadOptions` per call.
+    point_reads: ReadOptions,
     /// Plain batches share this lock; conditional batches take it exclusively, so nothing
     /// writes between checking their preconditions and committing them.
     commit_lock: RwLock<()>,
@@ -147,6 +150,7 @@ impl RocksBackend {
             names: S::ALL.iter().map(|c| c.name()).collect(),
             prefix_lens: options.iter().map(|o| o.prefix_len).collect(),
             write_options,
+            point_reads: ReadOptions::default(),
             commit_lock: RwLock::new(()),
             flusher,
             _cache: cache,
@@ -287,12 +291,16 @@ impl RawRead for RocksBackend {
         Self: 'a;
 
     fn get(&self, column: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get_pinned(self.db().get_pinned_cf(self.cf(column)?, key))
+        get_pinned(self.db().get_pinned_cf_opt(self.cf(column)?, key, &self.point_reads))
     }
 
     fn multi_get(&self, column: usize, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         let cf = self.cf(column)?;
-        self.db().batched_multi_get_cf(cf, keys.iter().copied(), false).into_iter().map(get_pinned).collect()
+        self.db()
+            .batched_multi_get_cf_opt(cf, keys.iter().copied(), false, &self.point_reads)
+            .into_iter()
+            .map(get_pinned)
+            .collect()
     }
 
     fn cursor(&self, column: usize, range: &RawRange) -> Result<RocksCursor<'_>> {
@@ -521,7 +529,7 @@ impl Backend for RocksBackend {
         }
         let _exclusive = self.commit_lock.write().map_err(|_| poisoned())?;
         for (i, pre) in preconditions.iter().enumerate() {
-            let current = self.db().get_pinned_cf(self.cf(pre.column)?, &pre.key)?;
+            let current = self.db().get_pinned_cf_opt(self.cf(pre.column)?, &pre.key, &self.point_reads)?;
             if current.as_deref() != pre.expected.as_deref() {
                 return Ok(Err(i));
             }
