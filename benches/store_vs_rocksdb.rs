@@ -16,9 +16,14 @@
 //! - `get`: a random point get among 100,000 preloaded keys;
 //! - `scan`: a 100-row prefix scan of one context among 1,000.
 //!
+//! Every operation is measured in pairs: each side's timed calls alternate, 32 at a time, with
+//! untimed calls of the other side (`paired`), so both are measured under the same conditions.
+//!
 //! Run: `./x bench --bench store_vs_rocksdb` (or `cargo bench --workspace --bench store_vs_rocksdb`).
 
+use std::cell::Cell;
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 mod common;
 
@@ -62,6 +67,30 @@ fn preload(store: &Store<RocksBackend, Column>) {
     store.flush().expect("flush");
 }
 
+/// Times `n` calls of `measured`, run in chunks that alternate with as many untimed calls of
+/// `other` (the other side of the pair). Both sides' samples are then taken over the same
+/// stretch of time and the same cache state: the drift of this shared host (other tenants,
+/// the page cache, clock speed), which moves one side's figure by ±10 % between runs when
+/// the sides are measured one after the other, falls on both alike.
+fn paired(n: u64, mut measured: impl FnMut(), mut other: impl FnMut()) -> Duration {
+    const CHUNK: u64 = 32;
+    let mut timed = Duration::ZERO;
+    let mut done = 0;
+    while done < n {
+        let k = CHUNK.min(n - done);
+        let start = Instant::now();
+        for _ in 0..k {
+            measured();
+        }
+        timed += start.elapsed();
+        for _ in 0..k {
+            other();
+        }
+        done += k;
+    }
+    timed
+}
+
 /// Flushes every memtable and waits until no flush or compaction is pending or running.
 fn quiesce(db: &DB) {
     let mut opts = WaitForCompactOptions::default();
@@ -100,29 +129,26 @@ fn bench(c: &mut Criterion) {
         (0..64).map(|b| (0..1_000).map(|k| typed_key(CONTEXTS + 1 + b, k)).collect()).collect();
     let raw_batches: Vec<Vec<Vec<u8>>> =
         batches.iter().map(|b| b.iter().map(AsKeyParts::to_key_bytes).collect()).collect();
+    let (weft_i, raw_i) = (Cell::new(0usize), Cell::new(0usize));
+    let weft_put = || {
+        let mut batch = weft.batch();
+        for key in &batches[weft_i.get() % batches.len()] {
+            batch.put(key, &VALUE);
+        }
+        weft.write(batch).expect("write");
+        weft_i.set(weft_i.get() + 1);
+    };
+    let raw_put = || {
+        let mut batch = WriteBatch::default();
+        for key in &raw_batches[raw_i.get() % raw_batches.len()] {
+            batch.put_cf(cf, key, VALUE);
+        }
+        db.write(batch).expect("write");
+        raw_i.set(raw_i.get() + 1);
+    };
     group.throughput(Throughput::Elements(1_000));
-    let mut i = 0usize;
-    group.bench_function(BenchmarkId::new("put_batch", "weft"), |b| {
-        b.iter(|| {
-            let mut batch = weft.batch();
-            for key in &batches[i % batches.len()] {
-                batch.put(key, &VALUE);
-            }
-            weft.write(batch).expect("write");
-            i += 1;
-        })
-    });
-    let mut i = 0usize;
-    group.bench_function(BenchmarkId::new("put_batch", "rocksdb"), |b| {
-        b.iter(|| {
-            let mut batch = WriteBatch::default();
-            for key in &raw_batches[i % raw_batches.len()] {
-                batch.put_cf(cf, key, VALUE);
-            }
-            db.write(batch).expect("write");
-            i += 1;
-        })
-    });
+    group.bench_function(BenchmarkId::new("put_batch", "weft"), |b| b.iter_custom(|n| paired(n, weft_put, raw_put)));
+    group.bench_function(BenchmarkId::new("put_batch", "rocksdb"), |b| b.iter_custom(|n| paired(n, raw_put, weft_put)));
 
     // The write batches above leave both databases with memtables to flush and compactions
     // to run. Done in the background, that work would share the two cores with whichever read
@@ -131,64 +157,66 @@ fn bench(c: &mut Criterion) {
     quiesce(db);
     writeback();
 
-    // Random point gets.
+    // Random point gets. Each side's samples are taken interleaved with the other side's
+    // calls (see `paired`), so both read under the same conditions.
     let probes: Vec<ContextState> =
         (0..4_096).map(|i| typed_key(mix(i) % CONTEXTS, mix(i + 7) % KEYS_PER_CONTEXT)).collect();
     let raw_probes: Vec<Vec<u8>> = probes.iter().map(AsKeyParts::to_key_bytes).collect();
+    // The plain side reuses one ReadOptions, as weft-store does (rust-rocksdb's option-less
+    // `get_pinned_cf` builds and frees one per call).
+    let point_reads = ReadOptions::default();
+    let (weft_i, raw_i) = (Cell::new(0usize), Cell::new(0usize));
+    let weft_get = || {
+        let v = weft.get(&probes[weft_i.get() % probes.len()]).expect("get");
+        weft_i.set(weft_i.get() + 1);
+        black_box(v);
+    };
+    let raw_get = || {
+        let v = read_db
+            .get_pinned_cf_opt(read_cf, &raw_probes[raw_i.get() % raw_probes.len()], &point_reads)
+            .expect("get")
+            .map(|v| v.to_vec());
+        raw_i.set(raw_i.get() + 1);
+        black_box(v);
+    };
     group.throughput(Throughput::Elements(1));
-    let mut i = 0usize;
-    group.bench_function(BenchmarkId::new("get", "weft"), |b| {
-        b.iter(|| {
-            let v = weft.get(&probes[i % probes.len()]).expect("get");
-            i += 1;
-            black_box(v)
-        })
-    });
-    let mut i = 0usize;
-    group.bench_function(BenchmarkId::new("get", "rocksdb"), |b| {
-        b.iter(|| {
-            let v = read_db.get_pinned_cf(read_cf, &raw_probes[i % raw_probes.len()]).expect("get").map(|v| v.to_vec());
-            i += 1;
-            black_box(v)
-        })
-    });
+    group.bench_function(BenchmarkId::new("get", "weft"), |b| b.iter_custom(|n| paired(n, weft_get, raw_get)));
+    group.bench_function(BenchmarkId::new("get", "rocksdb"), |b| b.iter_custom(|n| paired(n, raw_get, weft_get)));
 
-    // 100-row prefix scans of one context.
+    // 100-row prefix scans of one context, interleaved likewise.
     let contexts: Vec<ContextId> = (0..CONTEXTS).map(|c| context(mix(c) % CONTEXTS)).collect();
+    let (weft_i, raw_i) = (Cell::new(0usize), Cell::new(0usize));
+    let weft_scan = || {
+        let rows =
+            weft.scan(ContextState::prefix(&contexts[weft_i.get() % contexts.len()])).collect_all().expect("scan");
+        assert_eq!(rows.len(), KEYS_PER_CONTEXT as usize);
+        weft_i.set(weft_i.get() + 1);
+        black_box(rows);
+    };
+    let raw_scan = || {
+        let prefix = contexts[raw_i.get() % contexts.len()].as_bytes().to_vec();
+        let mut upper = prefix.clone();
+        if let Some(last) = upper.iter_mut().rev().find(|b| **b != 0xFF) {
+            *last += 1;
+        }
+        let mut opts = ReadOptions::default();
+        opts.set_iterate_lower_bound(prefix);
+        opts.set_iterate_upper_bound(upper);
+        opts.set_prefix_same_as_start(true);
+        let mut iter = read_db.raw_iterator_cf_opt(read_cf, opts);
+        iter.seek_to_first();
+        let mut rows = Vec::with_capacity(16);
+        while let Some((k, v)) = iter.item() {
+            rows.push((k.to_vec(), v.to_vec()));
+            iter.next();
+        }
+        assert_eq!(rows.len(), KEYS_PER_CONTEXT as usize);
+        raw_i.set(raw_i.get() + 1);
+        black_box(rows);
+    };
     group.throughput(Throughput::Elements(KEYS_PER_CONTEXT));
-    let mut i = 0usize;
-    group.bench_function(BenchmarkId::new("scan", "weft"), |b| {
-        b.iter(|| {
-            let rows = weft.scan(ContextState::prefix(&contexts[i % contexts.len()])).collect_all().expect("scan");
-            assert_eq!(rows.len(), KEYS_PER_CONTEXT as usize);
-            i += 1;
-            black_box(rows)
-        })
-    });
-    let mut i = 0usize;
-    group.bench_function(BenchmarkId::new("scan", "rocksdb"), |b| {
-        b.iter(|| {
-            let prefix = contexts[i % contexts.len()].as_bytes().to_vec();
-            let mut upper = prefix.clone();
-            if let Some(last) = upper.iter_mut().rev().find(|b| **b != 0xFF) {
-                *last += 1;
-            }
-            let mut opts = ReadOptions::default();
-            opts.set_iterate_lower_bound(prefix);
-            opts.set_iterate_upper_bound(upper);
-            opts.set_prefix_same_as_start(true);
-            let mut iter = read_db.raw_iterator_cf_opt(read_cf, opts);
-            iter.seek_to_first();
-            let mut rows = Vec::with_capacity(16);
-            while let Some((k, v)) = iter.item() {
-                rows.push((k.to_vec(), v.to_vec()));
-                iter.next();
-            }
-            assert_eq!(rows.len(), KEYS_PER_CONTEXT as usize);
-            i += 1;
-            black_box(rows)
-        })
-    });
+    group.bench_function(BenchmarkId::new("scan", "weft"), |b| b.iter_custom(|n| paired(n, weft_scan, raw_scan)));
+    group.bench_function(BenchmarkId::new("scan", "rocksdb"), |b| b.iter_custom(|n| paired(n, raw_scan, weft_scan)));
     group.finish();
 }
 
