@@ -246,12 +246,12 @@ struct Counting<B> {
     steps: Arc<AtomicUsize>,
 }
 
-struct CountingCursor<'a> {
-    inner: Box<dyn RawCursor + 'a>,
+struct CountingCursor<C> {
+    inner: C,
     steps: Arc<AtomicUsize>,
 }
 
-impl RawCursor for CountingCursor<'_> {
+impl<C: RawCursor> RawCursor for CountingCursor<C> {
     fn current(&self) -> Option<(&[u8], &[u8])> {
         self.inner.current()
     }
@@ -265,16 +265,21 @@ impl RawCursor for CountingCursor<'_> {
 }
 
 impl<B: Backend> RawRead for Counting<B> {
+    type Cursor<'a>
+        = CountingCursor<B::Cursor<'a>>
+    where
+        Self: 'a;
+
     fn get(&self, column: usize, key: &[u8]) -> weft_store::Result<Option<Vec<u8>>> {
         self.inner.get(column, key)
     }
     fn multi_get(&self, column: usize, keys: &[&[u8]]) -> weft_store::Result<Vec<Option<Vec<u8>>>> {
         self.inner.multi_get(column, keys)
     }
-    fn cursor(&self, column: usize, range: &RawRange) -> weft_store::Result<Box<dyn RawCursor + '_>> {
+    fn cursor(&self, column: usize, range: &RawRange) -> weft_store::Result<Self::Cursor<'_>> {
         self.cursors.fetch_add(1, Ordering::Relaxed);
         let inner = self.inner.cursor(column, range)?;
-        Ok(Box::new(CountingCursor { inner, steps: Arc::clone(&self.steps) }))
+        Ok(CountingCursor { inner, steps: Arc::clone(&self.steps) })
     }
 }
 
