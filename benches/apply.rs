@@ -11,15 +11,13 @@
 //! - `signatures/batch_256`: the signature checks alone for runs of 256 one-action deltas —
 //!   the floor the apply path is measured against.
 //! - `root_update/{1k,100k,1m}`: the cost of updating the Merkle root for one changed key
-//!   in tries of 1,000, 100,000 and 1,000,000 keys, as the engine does it: nodes read
-//!   through its trie memory (dirty nodes, cached branches, then RocksDB), hashing, the
-//!   changed nodes kept as dirty nodes, and checkpoints (writing the dirty nodes to
-//!   RocksDB) whenever they pass the engine's default threshold — their cost is included.
-//!   Each updates a key already in the trie, marked so as the engine marks it (its leaf is
-//!   replaced without being read: branch rows record which children are leaves).
-//! - `root_update_stored/{1k,100k,1m}`: the same update with every changed node written to
-//!   RocksDB in a batch per key, no memory and the leaf read (how the engine worked before
-//!   checkpoints).
+//!   in tries of 1,000, 100,000 and 1,000,000 keys, as the engine does it: branches taken
+//!   from its trie memory (dirty nodes, cached branches, then RocksDB) and changed in place,
+//!   hashing, and checkpoints (writing the dirty nodes to RocksDB) whenever the engine's
+//!   default thresholds say so (dirty bytes, or keys changed since the last one) — their
+//!   cost is included. Each updates a random key already in the trie.
+//! - `root_update_stored/{1k,100k,1m}`: the same update with no memory: the branches read
+//!   from RocksDB and every changed one written back in a batch per key.
 //!
 //! Run: `./x bench --bench apply` (or `cargo bench --workspace --bench apply`).
 
@@ -33,11 +31,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use common::mix;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use weft_node::context::merkle::{self, Change, EmptyTrie};
-use weft_node::context::trie_memory::{TrieMemory, TrieView};
-use weft_node::context::{
-    check_signatures, sign_delta, stage_trie, AnyAuthor, ContextEngine, EngineConfig, StoredTrie,
-};
+use weft_node::context::merkle::{self, Change};
+use weft_node::context::trie_memory::{StoredRows, TrieMemory};
+use weft_node::context::{check_signatures, sign_delta, stage_trie, AnyAuthor, ContextEngine, EngineConfig};
 use weft_primitives::{Action, ApplicationMeta, ContextId, DeltaId, HybridTimestamp, SecretKey};
 use weft_store::schema::Column;
 use weft_store::{RocksBackend, RocksConfig, Store};
@@ -121,41 +117,43 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     for (label, size) in [("1k", 1_000u64), ("100k", 100_000), ("1m", 1_000_000)] {
         let ctx = ContextId::from_bytes([size as u8 ^ 0x55; 32]);
-        let trie = StoredTrie { store: engine.store(), context_id: ctx };
-        let changes = (0..size).map(|i| Change::put(&key(i), &[1; 32])).collect();
-        let built = merkle::update(&EmptyTrie, changes).unwrap_or_else(|never| match never {});
+        let keys: Vec<Vec<u8>> = (0..size).map(key).collect();
+        let (built, _) = merkle::build_trie(keys.iter().map(|k| (k.as_slice(), &[1u8; 32][..])));
+        let rows: Vec<_> = built.0.into_iter().map(|(path, row)| (path, Some(row))).collect();
         let mut batch = engine.store().batch();
-        trie.stage(&built, &mut batch);
+        stage_trie(&ctx, rows.iter().map(|(p, r)| (p, r)), &mut batch);
         engine.store().write(batch).expect("build trie");
+        let stored = StoredRows { store: engine.store(), context_id: ctx };
         let config = EngineConfig::default();
-        let memory = std::sync::Mutex::new(TrieMemory::new(config.trie_cache_bytes));
+        let mut memory = TrieMemory::new(config.trie_cache_bytes);
         let mut i = 0u64;
         group.bench_function(BenchmarkId::new("root_update", label), |b| {
             b.iter(|| {
                 i += 1;
-                // Marked as the engine marks an update of a key the state holds.
-                let change = Change::put(&key(mix(i) % size), &i.to_be_bytes()).in_trie(true);
-                let view = TrieView::new(engine.store(), ctx, &memory);
-                let update = merkle::update(&view, vec![change]).expect("update");
-                let mut memory = memory.lock().expect("memory");
-                memory.absorb(&ctx, update.writes);
-                if memory.dirty_bytes() > config.checkpoint_bytes {
+                let value = i.to_be_bytes();
+                let change = Change::put(&keys[(mix(i) % size) as usize], &value);
+                let root = memory.update(&stored, vec![change]).expect("update");
+                // The engine's checkpoint policy (`checkpoint_if_needed`).
+                if memory.dirty_bytes() > config.checkpoint_bytes
+                    || memory.context_dirty_keys(&ctx) > config.checkpoint_keys
+                {
                     write_out(engine.store(), &ctx, &mut memory);
                 }
-                update.root
+                root
             })
         });
         // The stored variant reads the rows alone: they must hold the nodes changed above.
-        write_out(engine.store(), &ctx, &mut memory.lock().expect("memory"));
+        write_out(engine.store(), &ctx, &mut memory);
+        let mut nothing = TrieMemory::new(0);
         group.bench_function(BenchmarkId::new("root_update_stored", label), |b| {
             b.iter(|| {
                 i += 1;
-                let change = Change::put(&key(mix(i) % size), &i.to_be_bytes());
-                let update = merkle::update(&trie, vec![change]).expect("update");
-                let mut batch = engine.store().batch();
-                trie.stage(&update, &mut batch);
-                engine.store().write(batch).expect("write");
-                update.root
+                let value = i.to_be_bytes();
+                let change = Change::put(&keys[(mix(i) % size) as usize], &value);
+                let root = nothing.update(&stored, vec![change]).expect("update");
+                write_out(engine.store(), &ctx, &mut nothing);
+                nothing.forget(&ctx);
+                root
             })
         });
     }

@@ -161,6 +161,9 @@ pub struct StorageConfig {
     /// Memory for Merkle trie nodes changed since they were last written, in MiB: past it
     /// the contexts holding the most are checkpointed (their nodes written out).
     pub trie_checkpoint_mb: u64,
+    /// Keys changed in one context since its trie was last written: past it the context is
+    /// checkpointed (bounds the trie journal replayed after a crash).
+    pub trie_checkpoint_keys: u64,
 }
 
 impl Default for StorageConfig {
@@ -175,6 +178,7 @@ impl Default for StorageConfig {
             background_jobs: u32::try_from(rocks.background_jobs).unwrap_or(2),
             trie_cache_mb: engine.trie_cache_bytes as u64 / MIB,
             trie_checkpoint_mb: engine.checkpoint_bytes as u64 / MIB,
+            trie_checkpoint_keys: engine.checkpoint_keys as u64,
         }
     }
 }
@@ -283,13 +287,14 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 19] = [
+        let positive: [(&'static str, u64); 20] = [
             ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
             ("rpc.max_connections", u64::from(self.rpc.max_connections)),
             ("storage.memory_budget_mb", self.storage.memory_budget_mb),
             ("storage.write_buffer_mb", self.storage.write_buffer_mb),
             ("storage.background_jobs", u64::from(self.storage.background_jobs)),
             ("storage.trie_checkpoint_mb", self.storage.trie_checkpoint_mb),
+            ("storage.trie_checkpoint_keys", self.storage.trie_checkpoint_keys),
             ("sync.anti_entropy_interval_ms", self.sync.anti_entropy_interval_ms),
             ("sync.catch_up_batch", u64::from(self.sync.catch_up_batch)),
             ("sync.max_sessions", u64::from(self.sync.max_sessions)),
@@ -389,6 +394,7 @@ impl NodeConfig {
             max_pending: self.limits.max_pending,
             trie_cache_bytes: mib_to_bytes(self.storage.trie_cache_mb),
             checkpoint_bytes: mib_to_bytes(self.storage.trie_checkpoint_mb),
+            checkpoint_keys: usize::try_from(self.storage.trie_checkpoint_keys).unwrap_or(usize::MAX),
         }
     }
 
@@ -462,13 +468,17 @@ wal_sync = "{wal}"
 wal_sync_interval_ms = {wal_sync_interval_ms}
 # Background flush and compaction threads. Default 2.
 background_jobs = {background_jobs}
-# Memory for cached Merkle trie branch nodes, in MiB (0: none). Default 64.
+# Memory for cached Merkle trie branch nodes, in MiB (0: none). A context of
+# n keys has a trie of about 80 bytes per key. Default 256.
 trie_cache_mb = {trie_cache_mb}
 # Merkle trie nodes changed by deltas are kept in memory and written out at
 # checkpoints (the state itself is written with every delta; after a crash the
 # trie is rebuilt from a journal). Past this many MiB of them, the contexts
-# holding the most are checkpointed. Default 64.
+# holding the most are checkpointed. Default 128.
 trie_checkpoint_mb = {trie_checkpoint_mb}
+# A context is also checkpointed once this many keys changed since its last
+# checkpoint: that bounds the journal replayed after a crash. Default 262144.
+trie_checkpoint_keys = {trie_checkpoint_keys}
 
 [sync]
 # How often to compare each context's heads and root with each peer's and catch
@@ -536,6 +546,7 @@ max_blob_bytes = {max_blob_bytes}
             background_jobs = self.storage.background_jobs,
             trie_cache_mb = self.storage.trie_cache_mb,
             trie_checkpoint_mb = self.storage.trie_checkpoint_mb,
+            trie_checkpoint_keys = self.storage.trie_checkpoint_keys,
             anti_entropy_interval_ms = self.sync.anti_entropy_interval_ms,
             catch_up_batch = self.sync.catch_up_batch,
             max_sessions = self.sync.max_sessions,

@@ -203,15 +203,14 @@ fn a_damaged_trie_is_rebuilt_from_the_state_at_first_use() {
     assert!(engine.check_trie(&CTX).unwrap().is_sound());
 }
 
-/// A store written before branch rows recorded their children's kinds (schema version 2,
-/// tag-0 branch rows): migration 2 → 3 rewrites every branch row with its kinds, after
-/// which the stored trie is exactly a scratch build's, and updates and removals of keys it
-/// holds (which trust the kinds) keep it the trie of the state.
+/// A store of schema 3 (a row per leaf, branches of tags 0 and 2, a journal): the migration
+/// to schema 4 deletes every trie row and journal entry, and the engine builds each
+/// context's trie from its state at first use — the root in `ContextMeta`, stored rows equal
+/// to a scratch build, and updates and removals afterwards keep it the trie of the state.
 #[test]
-fn the_migration_records_the_kinds_of_every_branch() {
-    use weft_node::context::merkle::{Children, TrieNode};
+fn the_migration_to_schema_4_rebuilds_every_trie() {
     use weft_store::schema::{migrations, MerkleNode};
-    use weft_store::{RocksBackend, RocksConfig};
+    use weft_store::{AsKeyParts, RawTail, RocksBackend, RocksConfig};
 
     let dir = tempfile::tempdir().unwrap();
     let open = || {
@@ -219,37 +218,43 @@ fn the_migration_records_the_kinds_of_every_branch() {
         Store::open_with_migrations(backend, &migrations()).unwrap()
     };
     let secret = SecretKey::from_bytes(&[9; 32]);
-    {
+    let root = {
         let engine = ContextEngine::new(open(), EngineConfig::default());
         engine.create_context(CTX, app()).unwrap();
         let actions = (0..=255u8).map(|k| Action::Put { key: vec![k], value: vec![k] }).collect();
-        engine.write(&CTX, &secret, actions).unwrap();
-    }
-    let branches = |store: &Store<RocksBackend, Column>| -> Vec<TrieNode> {
-        let rows = store.scan(MerkleNode::prefix(&CTX)).collect_all().unwrap();
-        rows.into_iter().map(|(_, n)| n).filter(|n| matches!(n, TrieNode::Branch(_))).collect()
+        engine.write(&CTX, &secret, actions).unwrap().1
     };
     {
+        // What a schema-3 store held: rows of the old formats (a tag-2 branch at the root, a
+        // tag-1 leaf and a tag-0 branch below it) and a journal entry, at version 3.
         let store = open();
+        let db = store.backend().db();
+        let generic = db.cf_handle("generic").unwrap();
         let mut batch = store.batch();
-        for (key, node) in store.scan(MerkleNode::prefix(&CTX)).collect_all().unwrap() {
-            if let TrieNode::Branch(children) = node {
-                batch.put(&key, &TrieNode::Branch(Children::without_kinds(children.entries().to_vec())));
-            }
-        }
+        batch.delete_prefix(&MerkleNode::prefix(&CTX)).unwrap();
         store.write(batch).unwrap();
-        assert!(branches(&store).iter().all(|n| matches!(n, TrieNode::Branch(c) if c.leaf_mask().is_none())));
-        store.set_schema_version(2).unwrap();
+        for (path, row) in [
+            (vec![], hex_row("020200000003", 0x33, "0f", 0x44, "0080")),
+            (vec![3], hex_row("01", 0x11, "", 0x22, "020000006162")),
+            (vec![15], hex_row("000200000001", 0x55, "02", 0x66, "")),
+        ] {
+            let key = MerkleNode { context_id: CTX, path: RawTail(path) }.to_key_bytes();
+            db.put_cf(generic, key, row).unwrap();
+        }
+        store.put(&TrieJournal { context_id: CTX, seq: 0 }, &weft_primitives::DeltaId::from_bytes([1; 32])).unwrap();
+        store.set_schema_version(3).unwrap();
     }
 
     let store = open();
-    assert_eq!(store.schema_version().unwrap(), Some(3));
-    let all = branches(&store);
-    assert!(all.len() > 1);
-    assert!(all.iter().all(|n| matches!(n, TrieNode::Branch(c) if c.leaf_mask().is_some())));
+    assert_eq!(store.schema_version().unwrap(), Some(4));
+    assert!(store.scan(MerkleNode::prefix(&CTX)).collect_all().unwrap().is_empty(), "the old rows are gone");
+    assert!(store.scan(TrieJournal::prefix(&CTX)).collect_all().unwrap().is_empty(), "and the journal");
     let engine = ContextEngine::new(store, EngineConfig::default());
     let check = engine.check_trie(&CTX).unwrap();
-    assert!(check.is_sound(), "the migrated rows are a scratch build's: {check:?}");
+    assert!(check.is_sound(), "the rebuilt rows are a scratch build's: {check:?}");
+    assert_eq!(check.meta_root, root);
+    assert!(check.stored_nodes > 1);
+    assert_eq!(engine.trie_stats().rebuilds, 1);
     let actions =
         (0..=255u8)
             .step_by(3)
@@ -265,4 +270,10 @@ fn the_migration_records_the_kinds_of_every_branch() {
     assert_eq!(engine.recompute_root(&CTX).unwrap(), root);
     let check = engine.check_trie(&CTX).unwrap();
     assert!(check.is_sound(), "{check:?}");
+}
+
+/// Hex `head`, 32 bytes of `a`, hex `mid`, 32 bytes of `b`, hex `tail`.
+fn hex_row(head: &str, a: u8, mid: &str, b: u8, tail: &str) -> Vec<u8> {
+    let hex = format!("{head}{}{mid}{}{tail}", format!("{a:02x}").repeat(32), format!("{b:02x}").repeat(32));
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
 }

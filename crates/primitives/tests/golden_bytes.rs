@@ -514,25 +514,52 @@ fn h(fill: u8) -> String {
 }
 
 #[test]
-fn trie_leaf_node() {
-    let leaf = TrieLeaf { key_hash: Hash([0x11; 32]), value_hash: Hash([0x22; 32]), key: b"ab".to_vec() };
-    // tag 1 (Leaf) ‖ key_hash ‖ value_hash ‖ u32 len 2 ‖ "ab"
-    check(&TrieNode::Leaf(leaf), &format!("01{}{}020000006162", h(0x11), h(0x22)));
+fn trie_branch_row() {
+    let mut branch = TrieBranch::new();
+    branch.set(0xf, TrieChild::Leaf { key: b"ab", hash: Hash([0x44; 32]) });
+    branch.set(0x3, TrieChild::Branch(Hash([0x33; 32])));
+    branch.set(0x7, TrieChild::Leaf { key: b"xyz", hash: Hash([0x55; 32]) });
+    branch.set(0x7, TrieChild::Empty);
+    // tag 3 ‖ u16 LE children (3 and 0xf) ‖ u16 LE leaves (0xf) ‖ the children's hashes in
+    // nibble order ‖ each leaf's key: u32 LE length 2 ‖ "ab"
+    check(&TrieRow::Branch(branch.clone()), &format!("0308800080{}{}020000006162", h(0x33), h(0x44)));
+    assert_eq!(branch.child(0xf), TrieChild::Leaf { key: b"ab", hash: Hash([0x44; 32]) });
+    assert_eq!(branch.child(0x7), TrieChild::Empty);
+    // The hash covers the sixteen child hashes, an empty child as zeroes, as it always has.
+    let mut children = [Hash::ZERO; 16];
+    children[0x3] = Hash([0x33; 32]);
+    children[0xf] = Hash([0x44; 32]);
+    let data: Vec<u8> = children.iter().flat_map(|c| c.as_bytes().to_vec()).collect();
+    assert_eq!(branch.hash(), Hash::derive("weft merkle branch v1", &data));
+    assert_eq!(TrieNode::Branch(branch.children()).hash(), branch.hash());
 }
 
 #[test]
-fn trie_branch_node() {
-    let children = vec![(0x3, Hash([0x33; 32])), (0xf, Hash([0x44; 32]))];
-    // tag 0 (Branch, children's kinds not recorded) ‖ u32 len 2 ‖ (nibble ‖ hash) × 2
-    let legacy = TrieNode::Branch(Children::without_kinds(children.clone()));
-    check(&legacy, &format!("000200000003{}0f{}", h(0x33), h(0x44)));
-    // tag 2 (Branch with kinds) ‖ the same children ‖ u16 LE leaf mask (child 0xf is a leaf)
-    let branch = TrieNode::Branch(Children::with_kinds(children, 1 << 0xf));
-    check(&branch, &format!("020200000003{}0f{}0080", h(0x33), h(0x44)));
-    // The kinds are bookkeeping: both forms hash alike.
-    assert_eq!(legacy.hash(), branch.hash());
-    // An unknown tag is an error, not a panic.
-    assert!(borsh::from_slice::<TrieNode>(&[3, 0, 0, 0, 0]).is_err());
+fn trie_lone_leaf_row() {
+    let row = TrieRow::lone(b"ab".to_vec(), Hash([0x55; 32]));
+    // tag 4 ‖ u32 LE length 2 ‖ "ab" ‖ the leaf's hash
+    check(&row, &format!("04020000006162{}", h(0x55)));
+    let leaf = TrieLeaf { key_hash: Hash([0x11; 32]), value_hash: Hash([0x22; 32]), key: b"ab".to_vec() };
+    let data = [[0x11u8; 32], [0x22; 32]].concat();
+    assert_eq!(leaf.hash(), Hash::derive("weft merkle leaf v1", &data));
+}
+
+#[test]
+fn bad_trie_rows_are_errors() {
+    // The row formats of schema 3 and older (a branch without and with its leaf mask, a
+    // leaf row), an unknown tag, a branch without children, and one whose leaf mask names
+    // a child it does not have.
+    for bytes in [
+        format!("000200000003{}0f{}", h(0x33), h(0x44)),
+        format!("01{}{}020000006162", h(0x11), h(0x22)),
+        format!("020200000003{}0f{}0080", h(0x33), h(0x44)),
+        "09".to_string(),
+        "0300000000".to_string(),
+        format!("0308000100{}", h(0x33)),
+    ] {
+        let bytes = hex::decode(&bytes).expect("hex");
+        assert!(borsh::from_slice::<TrieRow>(&bytes).is_err(), "{} decoded", hex::encode(&bytes));
+    }
 }
 
 #[test]

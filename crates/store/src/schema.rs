@@ -4,25 +4,25 @@
 //! segments, value. Byte layouts are documented in `docs/storage.md`.
 
 use weft_primitives::{
-    ApplicationId, ApplicationMeta, BlobId, Children, ContextConfigValue, ContextDagDeltaValue, ContextId,
-    ContextIdentityValue, ContextMetaValue, ContextStatusValue, DagNodeValue, DeltaId, DivergenceValue,
-    GroupContextLastMigrationValue, GroupDefaultCapsValue, GroupId, GroupMemberCapabilityValue, GroupMetaValue,
-    GroupOpHeadValue, GroupSigningKeyValue, GroupUpgradeValue, KeyId, KeyVersion, NamespaceGovHeadValue,
-    NamespaceGovOpValue, NamespaceId, NamespaceIdentityValue, NonceWindow, OpId, PublicKey, Role, TrieNode,
+    ApplicationId, ApplicationMeta, BlobId, ContextConfigValue, ContextDagDeltaValue, ContextId, ContextIdentityValue,
+    ContextMetaValue, ContextStatusValue, DagNodeValue, DeltaId, DivergenceValue, GroupContextLastMigrationValue,
+    GroupDefaultCapsValue, GroupId, GroupMemberCapabilityValue, GroupMetaValue, GroupOpHeadValue, GroupSigningKeyValue,
+    GroupUpgradeValue, KeyId, KeyVersion, NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId,
+    NamespaceIdentityValue, NonceWindow, OpId, PublicKey, Role, TrieRow,
 };
 
 use crate::backend::Backend;
 use crate::codec::{BorshCodec as B, Raw, Unit};
 use crate::column::ColumnOptions;
 use crate::segment::{RawTail, Text};
-use crate::{columns, keys, Migration, Prefix, Read, Result, Store};
+use crate::{columns, keys, Migration, Prefix, Result, Store};
 
 /// Values at least this large go to blob files in the Delta, Blobs and Application columns.
 pub const BLOB_MIN_SIZE: u64 = 4096;
 
 columns! {
     /// The node's column families (seed 002). The string is the stable on-disk name.
-    pub enum Column: version 3, meta Meta {
+    pub enum Column: version 4, meta Meta {
         /// Context metadata (application, root hash, DAG heads); also the schema version row.
         Meta => "meta", ColumnOptions::point();
         /// Per-context revision counters.
@@ -56,62 +56,32 @@ columns! {
 ///   it changed, so a version-1 store's trie rows are complete and its journal is empty:
 ///   nothing to rewrite. The version still moves, so a binary that knows no journal refuses
 ///   a store whose trie rows may lag its state.
-/// - 2 → 3: Merkle branch rows record which of their children are leaves (`TrieNode` tag 2):
-///   every branch row without the mask is rewritten with it, its children's kinds read from
-///   their rows. An update then trusts the mask (a key's leaf replaced unread), so no branch
-///   may be left without it or with a wrong one.
+/// - 2 → 3: Merkle branch rows recorded which of their children are leaves. Rewriting them
+///   was this step's work until 3 → 4 replaced every trie row; it has nothing left to do.
+/// - 3 → 4: Merkle leaves live in their parent branch (`TrieRow`): the trie rows of every
+///   context (Generic 0x01, in the formats of schema 3 and older) and their journals
+///   (0x08) are deleted. The trie is a function of the state, so nothing is lost: the
+///   engine builds each context's trie from its state rows at the context's first use
+///   (and checks it against the root in `ContextMeta`).
 pub fn migrations<B: Backend>() -> Vec<Migration<B, Column>> {
     vec![
         Migration { from: 1, description: "the trie journal (Generic 0x08): nothing to rewrite", run: |_| Ok(()) },
         Migration {
             from: 2,
-            description: "Merkle branch rows record which children are leaves",
-            run: record_leaf_kinds,
+            description: "Merkle branch rows record which children are leaves (superseded by 3 → 4)",
+            run: |_| Ok(()),
         },
+        Migration { from: 3, description: "Merkle leaves move into their parent branch rows", run: drop_trie_rows },
     ]
 }
 
-/// Branch rows read per page (and rewritten per batch) by [`record_leaf_kinds`].
-const KINDS_PAGE: usize = 4096;
-
-/// Migration 2 → 3: rewrites every Merkle branch row that does not record its children's
-/// kinds, a page at a time (rows are read before the page's batch is written).
-fn record_leaf_kinds<B: Backend>(store: &Store<B, Column>) -> Result<()> {
-    let mut after: Option<MerkleNode> = None;
-    loop {
-        let scan = store.scan(Prefix::<MerkleNode>::family()).limit(KINDS_PAGE);
-        let page = match &after {
-            Some(key) => scan.after(key).page()?,
-            None => scan.page()?,
-        };
-        let mut batch = store.batch();
-        for (key, node) in &page.rows {
-            let TrieNode::Branch(children) = node else { continue };
-            if children.leaf_mask().is_some() {
-                continue;
-            }
-            let child_keys: Vec<MerkleNode> = children
-                .iter()
-                .map(|(n, _)| {
-                    let mut path = key.path.0.clone();
-                    path.push(*n);
-                    MerkleNode { context_id: key.context_id, path: RawTail(path) }
-                })
-                .collect();
-            let mut mask = 0u16;
-            for ((n, _), child) in children.iter().zip(store.multi_get(&child_keys)?) {
-                if matches!(child, Some(TrieNode::Leaf(_))) {
-                    mask |= 1 << n;
-                }
-            }
-            batch.put(key, &TrieNode::Branch(Children::with_kinds(children.entries().to_vec(), mask)));
-        }
-        store.write(batch)?;
-        match page.next {
-            Some(next) => after = Some(next),
-            None => return Ok(()),
-        }
-    }
+/// Migration 3 → 4: deletes every Merkle trie row and trie journal entry (rebuilt from the
+/// state at each context's first use).
+fn drop_trie_rows<B: Backend>(store: &Store<B, Column>) -> Result<()> {
+    let mut batch = store.batch();
+    batch.delete_prefix(&Prefix::<MerkleNode>::family())?;
+    batch.delete_prefix(&Prefix::<TrieJournal>::family())?;
+    store.write(batch)
 }
 
 /// The kinds of alias in the Alias column (the `kind` segment of [`AliasKey`]).
@@ -149,8 +119,8 @@ keys! {
     // and the contexts this node left (0x07).
     /// Uncategorized data: a 32-byte scope and a raw fragment.
     pub struct GenericKey in Generic [0x00] { scope: [u8; 32] ; fragment: RawTail } => Raw;
-    /// A Merkle trie node of a context's state, by nibble path (one byte per nibble).
-    pub struct MerkleNode in Generic [0x01] { context_id: ContextId ; path: RawTail } => B<TrieNode>;
+    /// A Merkle trie branch of a context's state (or its lone leaf), by nibble path (one byte per nibble).
+    pub struct MerkleNode in Generic [0x01] { context_id: ContextId ; path: RawTail } => B<TrieRow>;
     /// The winning version of a state key (kept for deleted keys too: tombstones).
     pub struct StateVersion in Generic [0x02] { context_id: ContextId ; app_key: RawTail } => B<KeyVersion>;
     /// A pending delta waiting for a parent (indexed by the parent it waits for).

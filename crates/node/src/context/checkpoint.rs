@@ -41,9 +41,9 @@ use weft_primitives::{Action, ContextId, ContextMetaValue, ContextStatusValue, H
 use weft_store::schema::{Column, ContextDagDelta, ContextMeta, ContextState, MerkleNode, TrieJournal};
 use weft_store::{Backend, PrefixBy, RawTail, Read, WriteBatch};
 
-use super::super::trie_memory::{NodeWrites, TrieView};
-use super::{lock, stage_trie, ContextEngine, EngineError, StoredTrie};
-use crate::context::merkle::{self, Change, EmptyTrie, MemoryTrie, TrieNode, TrieStore};
+use super::super::trie_memory::{self, StoredRows, TrieView};
+use super::{lock, stage_trie, ContextEngine, EngineError};
+use crate::context::merkle::{self, Change, NibblePath, TrieRow};
 
 /// The engine's trie memory and checkpoints ([`ContextEngine::trie_stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -80,34 +80,46 @@ impl TrieCheck {
 }
 
 impl<B: Backend> ContextEngine<B> {
-    /// The context's trie, read through the engine's memory. Replays the context's trie
-    /// journal first if this process has not yet (see the module docs). Call under the
-    /// apply lock.
-    pub(crate) fn trie_view(&self, context_id: &ContextId) -> Result<TrieView<'_, B>, EngineError> {
+    /// Replays the context's trie journal if this process has not yet (see the module
+    /// docs). Call under the apply lock.
+    pub(crate) fn ensure_recovered(&self, context_id: &ContextId) -> Result<(), EngineError> {
         if !lock(&self.trie).is_recovered(context_id) {
             self.recover_trie(context_id)?;
         }
-        Ok(TrieView::new(&self.store, *context_id, &self.trie))
+        Ok(())
+    }
+
+    /// The context's trie in logical form, read through the engine's memory (recovered
+    /// first if need be). Call under the apply lock.
+    pub(crate) fn trie_view(&self, context_id: &ContextId) -> Result<TrieView<'_, B>, EngineError> {
+        self.ensure_recovered(context_id)?;
+        Ok(trie_memory::trie_view(&self.store, *context_id, &self.trie))
     }
 
     /// Replays the trie journal of a context over its stored trie (or, if that does not
     /// reach `ContextMeta`'s root, rebuilds the trie from the state), and writes the result
     /// as a checkpoint. Under the apply lock.
     fn recover_trie(&self, context_id: &ContextId) -> Result<(), EngineError> {
+        // Whatever memory holds for the context is not to be trusted (a failed run or
+        // update left it, or nothing is there): start from the stored rows.
+        lock(&self.trie).forget(context_id);
         let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else {
             // No context (yet): nothing to recover; it starts with an empty journal.
             return Ok(());
         };
         let journal = self.store.scan(TrieJournal::prefix(context_id)).collect_all()?;
-        let stored = StoredTrie { store: &self.store, context_id: *context_id };
-        let writes = if journal.is_empty() {
-            let root = stored.node(&[])?.map_or(Hash::ZERO, |n| n.hash());
+        let stored = StoredRows { store: &self.store, context_id: *context_id };
+        let stored_root = stored.get(&NibblePath::ROOT)?;
+        if journal.is_empty() {
+            let root = stored_root.as_ref().map_or(Hash::ZERO, TrieRow::hash);
             if root == meta.root_hash {
                 // The common case: a clean stop, or nothing applied since the last checkpoint.
                 lock(&self.trie).mark_recovered(context_id);
                 return Ok(());
             }
-            None
+        }
+        let replayed = if journal.is_empty() {
+            false
         } else {
             let keys: Vec<ContextDagDelta> = journal
                 .iter()
@@ -125,32 +137,49 @@ impl<B: Backend> ContextEngine<B> {
             let touched: Vec<Vec<u8>> = touched.into_iter().collect();
             let state_keys: Vec<ContextState> =
                 touched.iter().map(|k| ContextState { context_id: *context_id, app_key: RawTail(k.clone()) }).collect();
+            let values = self.store.multi_get(&state_keys)?;
             let changes: Vec<Change> = touched
                 .iter()
-                .zip(self.store.multi_get(&state_keys)?)
+                .zip(&values)
                 .map(|(key, value)| match value {
-                    Some(v) => Change::put(key, &v),
+                    Some(v) => Change::put(key, v),
                     None => Change::remove(key),
                 })
                 .collect();
-            let update = merkle::update(&stored, changes)?;
-            (update.root == meta.root_hash).then(|| update.writes.into_iter().collect())
-        };
-        let mut memory_writes = match writes {
-            Some(w) => w,
-            None => {
-                tracing::warn!(context = %context_id, "the stored Merkle trie does not give the context's root; rebuilding it from the state");
-                self.trie_rebuilds.fetch_add(1, Ordering::Relaxed);
-                self.rebuild_trie(context_id, &meta)?
+            // A corrupt stored trie counts as a mismatch (rebuilt below), not as a failure.
+            match lock(&self.trie).update(&stored, changes) {
+                Ok(root) => root == meta.root_hash,
+                Err(trie_memory::TrieUpdateError::Store(e)) => return Err(e.into()),
+                Err(trie_memory::TrieUpdateError::Corrupt(_)) => false,
             }
         };
+        if !replayed {
+            if stored_root.is_none() && journal.is_empty() {
+                tracing::info!(context = %context_id, "no stored Merkle trie (a store migrated to schema 4, or its rows are gone); building it from the state");
+            } else {
+                tracing::warn!(context = %context_id, "the stored Merkle trie does not give the context's root; rebuilding it from the state");
+            }
+            self.trie_rebuilds.fetch_add(1, Ordering::Relaxed);
+            let rows = self.rebuild_trie(context_id, &meta)?;
+            self.replace_trie(context_id, rows);
+        }
         let mut batch = self.store.batch();
-        stage_trie(context_id, memory_writes.iter(), &mut batch);
+        if !replayed {
+            // Every stored row goes; the rebuilt ones, staged after, are written over that.
+            batch.delete_prefix(&MerkleNode::prefix(context_id))?;
+        }
+        {
+            let memory = lock(&self.trie);
+            if let Some(dirty) = memory.dirty(context_id) {
+                stage_trie(context_id, dirty.iter(), &mut batch);
+            }
+        }
         batch.delete_prefix(&TrieJournal::prefix(context_id))?;
-        self.store.write(batch)?;
+        if let Err(e) = self.store.write(batch) {
+            lock(&self.trie).forget(context_id);
+            return Err(e.into());
+        }
         let mut memory = lock(&self.trie);
-        memory.forget(context_id);
-        memory.absorb(context_id, memory_writes.drain());
         memory.settle(context_id);
         memory.mark_recovered(context_id);
         if !journal.is_empty() {
@@ -159,27 +188,18 @@ impl<B: Backend> ContextEngine<B> {
         Ok(())
     }
 
-    /// The node writes that replace a context's stored trie by the trie of its state rows
-    /// (every stored row not in the new trie is deleted). Refuses if that trie's root is not
+    /// The trie of a context's state rows, built from scratch. Refuses if its root is not
     /// `meta`'s.
-    fn rebuild_trie(&self, context_id: &ContextId, meta: &ContextMetaValue) -> Result<NodeWrites, EngineError> {
+    fn rebuild_trie(&self, context_id: &ContextId, meta: &ContextMetaValue) -> Result<merkle::MemoryTrie, EngineError> {
         let entries = self.entries(context_id)?;
-        let update = match merkle::update(&EmptyTrie, entries.iter().map(|(k, v)| Change::put(k, v)).collect()) {
-            Ok(u) => u,
-            Err(never) => match never {},
-        };
-        if update.root != meta.root_hash {
+        let (scratch, root) = merkle::build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+        if root != meta.root_hash {
             return Err(EngineError::Inconsistent(format!(
-                "context {context_id}: its state's root {} is not the stored root {}",
-                update.root, meta.root_hash
+                "context {context_id}: its state's root {root} is not the stored root {}",
+                meta.root_hash
             )));
         }
-        let mut writes: NodeWrites = NodeWrites::default();
-        for (key, _) in self.store.scan(MerkleNode::prefix(context_id)).collect_all()? {
-            writes.insert(key.path.0, None);
-        }
-        writes.extend(update.writes);
-        Ok(writes)
+        Ok(scratch)
     }
 
     /// Writes a context's dirty trie nodes and empties its journal (see the module docs).
@@ -221,9 +241,14 @@ impl<B: Backend> ContextEngine<B> {
         }
     }
 
-    /// Checkpoints the dirtiest contexts while the dirty total is above the threshold, down
+    /// Checkpoints every context whose journal holds more than the configured number of
+    /// keys, then the dirtiest contexts while the dirty total is above the threshold, down
     /// to half of it. Under the apply lock.
     pub(crate) fn checkpoint_if_needed(&self) -> Result<(), EngineError> {
+        let long = lock(&self.trie).over_keys(self.config.checkpoint_keys);
+        for context_id in long {
+            self.checkpoint_locked(&context_id)?;
+        }
         let limit = self.config.checkpoint_bytes;
         if lock(&self.trie).dirty_bytes() <= limit {
             return Ok(());
@@ -252,30 +277,52 @@ impl<B: Backend> ContextEngine<B> {
         Ok(())
     }
 
-    /// Writes `batch` with trie node writes that were computed over [`ContextEngine::trie_view`]
-    /// and the context's rows, as a checkpoint: the context's other dirty nodes and the
-    /// deletion of its journal go in the same batch. Under the apply lock.
+    /// Applies `changes` to a context's trie in memory (which must be recovered), for a
+    /// write that rewrites trie rows directly (a repair merge, a reindex); returns the new
+    /// root. The write must then go through [`ContextEngine::write_checkpointed`].
+    pub(crate) fn update_trie(&self, context_id: &ContextId, changes: Vec<Change<'_>>) -> Result<Hash, EngineError> {
+        self.ensure_recovered(context_id)?;
+        let stored = StoredRows { store: &self.store, context_id: *context_id };
+        Ok(lock(&self.trie).update(&stored, changes)?)
+    }
+
+    /// Writes `batch` with the context's dirty trie nodes (which hold the changes made by
+    /// [`ContextEngine::update_trie`], or rows given to memory), the deletion of its journal
+    /// and its meta and status rows: a checkpoint. If the write fails the context's trie
+    /// memory is forgotten (it held changes the store does not). Under the apply lock.
     pub(crate) fn write_checkpointed(
         &self,
         context_id: &ContextId,
         mut batch: WriteBatch<'_, B, Column>,
-        writes: impl IntoIterator<Item = (Vec<u8>, Option<TrieNode>)>,
         meta: &ContextMetaValue,
         status: &ContextStatusValue,
     ) -> Result<(), EngineError> {
-        let mut all: NodeWrites = lock(&self.trie).dirty(context_id).cloned().unwrap_or_default();
-        all.extend(writes);
-        stage_trie(context_id, all.iter(), &mut batch);
+        {
+            let memory = lock(&self.trie);
+            if let Some(dirty) = memory.dirty(context_id) {
+                stage_trie(context_id, dirty.iter(), &mut batch);
+            }
+        }
         batch.delete_prefix(&TrieJournal::prefix(context_id))?;
         batch.put(&ContextMeta { context_id: *context_id }, meta);
         batch.put(&weft_store::schema::ContextStatus { context_id: *context_id }, status);
-        self.store.write(batch)?;
+        if let Err(e) = self.store.write(batch) {
+            lock(&self.trie).forget(context_id);
+            return Err(e.into());
+        }
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         let mut memory = lock(&self.trie);
-        memory.absorb(context_id, all);
         memory.settle(context_id);
         memory.mark_recovered(context_id);
         Ok(())
+    }
+
+    /// Replaces a context's trie memory by `rows` (a trie built from scratch), as dirty
+    /// nodes to be written by [`ContextEngine::write_checkpointed`].
+    pub(crate) fn replace_trie(&self, context_id: &ContextId, rows: merkle::MemoryTrie) {
+        let mut memory = lock(&self.trie);
+        memory.forget(context_id);
+        memory.absorb(context_id, rows.0.into_iter().map(|(path, row)| (path, Some(row))));
     }
 
     /// Checks a context's trie from scratch (O(n); for tests and `weftd inspect`): checkpoints
@@ -284,22 +331,18 @@ impl<B: Backend> ContextEngine<B> {
     pub fn check_trie(&self, context_id: &ContextId) -> Result<TrieCheck, EngineError> {
         let _guard = lock(&self.apply_lock);
         let meta = self.meta(context_id)?;
-        self.trie_view(context_id)?;
+        self.ensure_recovered(context_id)?;
         self.checkpoint_locked(context_id)?;
         let entries = self.entries(context_id)?;
-        let mut scratch = MemoryTrie::default();
-        match merkle::update(&EmptyTrie, entries.iter().map(|(k, v)| Change::put(k, v)).collect()) {
-            Ok(u) => scratch.apply(&u),
-            Err(never) => match never {},
-        }
-        let recomputed_root = scratch.0.get(&Vec::new()).map_or(Hash::ZERO, TrieNode::hash);
+        let (mut scratch, recomputed_root) =
+            merkle::build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
         let stored = self.store.scan(MerkleNode::prefix(context_id)).collect_all()?;
         let stored_nodes = stored.len();
         let mut mismatched_nodes = 0;
-        for (key, node) in stored {
-            match scratch.0.remove(&key.path.0) {
-                Some(expected) if expected == node => {}
-                _ => mismatched_nodes += 1,
+        for (key, row) in stored {
+            let expected = NibblePath::from_nibbles(&key.path.0).and_then(|path| scratch.0.remove(&path));
+            if expected.as_ref() != Some(&row) {
+                mismatched_nodes += 1;
             }
         }
         mismatched_nodes += scratch.0.len();

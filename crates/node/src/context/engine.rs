@@ -38,8 +38,8 @@ use weft_store::schema::{
 use weft_store::{Backend, PrefixBy, RawTail, Read, Store, StoreError, WriteBatch};
 
 use super::delta::{check_shape, check_signature, check_signatures, sign_delta, DeltaLimits, InvalidDelta};
-use super::merkle::{self, Change, TrieNode, TrieStore};
-use super::trie_memory::{FastMap, TrieMemory};
+use super::merkle::{self, Change, NibblePath, TrieRow};
+use super::trie_memory::{FastMap, StoredRows, TrieMemory};
 
 // Merkle repair lives in its own file, as a child of this module (it needs the engine's
 // apply lock, trie cache and helpers).
@@ -112,6 +112,15 @@ pub enum EngineError {
     Snapshot(#[from] SnapshotError),
 }
 
+impl From<super::trie_memory::TrieUpdateError> for EngineError {
+    fn from(e: super::trie_memory::TrieUpdateError) -> Self {
+        match e {
+            super::trie_memory::TrieUpdateError::Store(e) => EngineError::Store(e),
+            super::trie_memory::TrieUpdateError::Corrupt(c) => EngineError::Inconsistent(c.to_string()),
+        }
+    }
+}
+
 impl From<DagError<StoreError>> for EngineError {
     fn from(e: DagError<StoreError>) -> Self {
         match e {
@@ -177,17 +186,22 @@ pub struct EngineConfig {
     /// Memory for Merkle trie nodes changed since they were last written: past it, the
     /// contexts with the most are checkpointed (see [`checkpoint`](self::checkpoint)).
     pub checkpoint_bytes: usize,
+    /// Most keys a context's trie takes between two checkpoints: past it the context is
+    /// checkpointed. This bounds its trie journal, and so the work of recovering the trie
+    /// after a crash, even for a context whose whole trie fits in `checkpoint_bytes`.
+    pub checkpoint_keys: usize,
 }
 
 impl Default for EngineConfig {
     /// Default limits, 100,000 pending deltas per context, a 64 MiB trie cache, checkpoints
-    /// past 64 MiB of changed trie nodes.
+    /// past 64 MiB of changed trie nodes or 262,144 keys changed in one context.
     fn default() -> Self {
         EngineConfig {
             limits: DeltaLimits::default(),
             max_pending: 100_000,
-            trie_cache_bytes: 64 << 20,
-            checkpoint_bytes: 64 << 20,
+            trie_cache_bytes: 256 << 20,
+            checkpoint_bytes: 128 << 20,
+            checkpoint_keys: 1 << 18,
         }
     }
 }
@@ -209,22 +223,7 @@ pub struct ContextEngine<B: Backend> {
     trie_rebuilds: std::sync::atomic::AtomicU64,
 }
 
-/// A context's Merkle trie as persisted in the store (Generic column, MerkleNode family).
-pub struct StoredTrie<'a, B: Backend> {
-    /// The store.
-    pub store: &'a Store<B, Column>,
-    /// The context whose trie this is.
-    pub context_id: ContextId,
-}
-
-impl<B: Backend> StoredTrie<'_, B> {
-    /// Records an update's node writes in `batch`.
-    pub fn stage(&self, update: &merkle::TrieUpdate, batch: &mut WriteBatch<'_, B, Column>) {
-        stage_trie(&self.context_id, &update.writes, batch);
-    }
-}
-
-/// Records trie node writes (path → node, `None`: removed) in `batch`.
+/// Records trie row writes (path → row, `None`: removed) in `batch`.
 ///
 /// The rows are staged in key (path) order: RocksDB's memtable inserts a key that follows
 /// the previous one next to it instead of searching its skip list from the top. In hash
@@ -232,24 +231,17 @@ impl<B: Backend> StoredTrie<'_, B> {
 /// (see BENCHMARKS.md).
 pub fn stage_trie<'w, B: Backend>(
     context_id: &ContextId,
-    writes: impl IntoIterator<Item = (&'w Vec<u8>, &'w Option<TrieNode>)>,
+    writes: impl IntoIterator<Item = (&'w NibblePath, &'w Option<TrieRow>)>,
     batch: &mut WriteBatch<'_, B, Column>,
 ) {
     let mut writes: Vec<_> = writes.into_iter().collect();
     writes.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    for (path, node) in writes {
-        let key = MerkleNode { context_id: *context_id, path: RawTail(path.clone()) };
-        match node {
-            Some(n) => batch.put(&key, n),
+    for (path, row) in writes {
+        let key = MerkleNode { context_id: *context_id, path: RawTail(path.to_nibbles()) };
+        match row {
+            Some(r) => batch.put(&key, r),
             None => batch.delete(&key),
         }
-    }
-}
-
-impl<B: Backend> TrieStore for StoredTrie<'_, B> {
-    type Error = StoreError;
-    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, StoreError> {
-        self.store.get(&MerkleNode { context_id: self.context_id, path: RawTail(path.to_vec()) })
     }
 }
 
@@ -656,6 +648,11 @@ impl<B: Backend> ContextEngine<B> {
                         in_run.push(results.len());
                     }
                     results.push(result);
+                    if current.failed {
+                        // Its trie memory is gone with the run's changes: the run ends here,
+                        // unwritten, and the next delta starts over from the store.
+                        self.commit_run(context_id, run.take(), &mut in_run, &mut results);
+                    }
                 }
                 Ok(_) => {
                     // It waits, or it may release waiting deltas: the run is committed first,
@@ -673,13 +670,13 @@ impl<B: Backend> ContextEngine<B> {
     /// this process has not).
     fn begin_run(&self, context_id: &ContextId) -> Result<Run<'_, B>, EngineError> {
         let meta = self.meta(context_id)?;
-        self.trie_view(context_id)?;
+        self.ensure_recovered(context_id)?;
         let status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
         Ok(Run {
             batch: self.store.batch(),
             meta,
             status,
-            trie: FastMap::default(),
+            failed: false,
             versions: FastMap::default(),
             dag_nodes: FastMap::default(),
             applied: 0,
@@ -715,14 +712,23 @@ impl<B: Backend> ContextEngine<B> {
     /// Writes a run's batch with the context's rows; the trie nodes it changed become the
     /// context's dirty nodes (only once the write succeeded), written at a checkpoint.
     fn commit(&self, context_id: &ContextId, run: Run<'_, B>) -> Result<(), EngineError> {
-        let Run { mut batch, meta, status, trie, applied, .. } = run;
+        let Run { mut batch, meta, status, applied, failed, .. } = run;
+        if failed {
+            // Its trie changes were forgotten with the rest of the context's trie memory.
+            lock(&self.trie).forget(context_id);
+            return Err(EngineError::Inconsistent("the run's trie update failed; nothing of it was written".into()));
+        }
         if applied == 0 {
             return Ok(());
         }
         batch.put(&ContextMeta { context_id: *context_id }, &meta);
         batch.put(&ContextStatus { context_id: *context_id }, &status);
-        self.store.write(batch)?;
-        lock(&self.trie).absorb(context_id, trie);
+        if let Err(e) = self.store.write(batch) {
+            // The trie memory already holds the run's changes: forget it, so the context's
+            // next use rebuilds it from the stored rows and the journal (which lacks the run).
+            lock(&self.trie).forget(context_id);
+            return Err(e.into());
+        }
         // The run is committed whatever happens here: a failed checkpoint leaves the nodes
         // dirty (and journaled), to be written by a later one.
         if let Err(e) = self.checkpoint_if_needed() {
@@ -840,27 +846,34 @@ impl<B: Backend> ContextEngine<B> {
         local: bool,
         was_pending: bool,
     ) -> Result<Applied, EngineError> {
+        if run.failed {
+            return Err(EngineError::Inconsistent("the run's trie update failed".into()));
+        }
         let exactly_on_parents = run.meta.dag_heads == delta.parents;
 
         // Reads (fallible): current versions, then the trie update.
         let merged = self.merge_actions(context_id, delta, run)?;
-        let trie =
-            merkle::update(&OverlayTrie { overlay: &run.trie, below: self.trie_view(context_id)? }, merged.changes)?;
+        self.ensure_recovered(context_id)?;
+        let stored = StoredRows { store: &self.store, context_id: *context_id };
+        // The trie memory changes in place; should this fail, the memory is forgotten and the
+        // run (whose earlier deltas' changes it held) must not be committed.
+        let root = lock(&self.trie).update(&stored, merged.changes).inspect_err(|_| run.failed = true)?;
+        let Merged { winners, versions, key_count, .. } = merged;
 
         // Staging (infallible from here on).
         let mut status = run.status.clone();
-        status.key_count = merged.key_count;
+        status.key_count = key_count;
         let mut divergence = None;
         if local {
-            delta.expected_root_hash = trie.root;
-        } else if exactly_on_parents && trie.root != delta.expected_root_hash {
+            delta.expected_root_hash = root;
+        } else if exactly_on_parents && root != delta.expected_root_hash {
             status.diverged = true;
             status.divergences += 1;
             run.batch.put(
                 &DivergenceRecord { context_id: *context_id, delta_id: delta.delta_id },
                 &DivergenceValue {
                     expected: delta.expected_root_hash,
-                    actual: trie.root,
+                    actual: root,
                     parents: delta.parents.clone(),
                     author: delta.author,
                     hlc: delta.hlc,
@@ -868,20 +881,19 @@ impl<B: Backend> ContextEngine<B> {
                 },
             );
             divergence =
-                Some(Divergence { delta_id: delta.delta_id, expected: delta.expected_root_hash, actual: trie.root });
+                Some(Divergence { delta_id: delta.delta_id, expected: delta.expected_root_hash, actual: root });
         }
-        for action in merged.winners.iter().filter_map(|i| delta.actions.get(*i)) {
+        for action in winners.iter().filter_map(|i| delta.actions.get(*i)) {
             let state_key = ContextState { context_id: *context_id, app_key: RawTail(action.key().to_vec()) };
             match action {
                 Action::Put { value, .. } => run.batch.put(&state_key, value),
                 Action::Delete { .. } => run.batch.delete(&state_key),
             }
         }
-        for (key, version) in merged.versions {
+        for (key, version) in versions {
             run.batch.put(&StateVersion { context_id: *context_id, app_key: RawTail(key.clone()) }, &version);
             run.versions.insert(key, version);
         }
-        run.trie.extend(trie.writes);
 
         let heads = weft_dag::next_heads(&run.meta.dag_heads, delta.delta_id, &delta.parents);
         if was_pending {
@@ -898,37 +910,34 @@ impl<B: Backend> ContextEngine<B> {
         let node = DagNodeValue { parents: delta.parents.clone(), height };
         run.batch.put(&DagNode { context_id: *context_id, delta_id: delta.delta_id }, &node);
         run.dag_nodes.insert(delta.delta_id, node);
-        run.meta.root_hash = trie.root;
+        run.meta.root_hash = root;
         run.meta.dag_heads = heads;
         let pending = status.pending_count;
         run.status = status;
         run.applied += 1;
         run.bytes += delta.actions.iter().map(|a| 64 + a.key().len() + action_value_len(a)).sum::<usize>() + 256;
-        Ok(Applied { actual: trie.root, divergence, pending })
+        Ok(Applied { actual: root, divergence, pending })
     }
 
     /// Applies the last-writer-wins rule to each action against the current versions (the
     /// run's, else the store's); returns the state writes, new versions and trie changes.
-    fn merge_actions(
+    fn merge_actions<'d>(
         &self,
         context_id: &ContextId,
-        delta: &ContextDagDeltaValue,
+        delta: &'d ContextDagDeltaValue,
         run: &Run<'_, B>,
-    ) -> Result<Merged, EngineError> {
-        // Per key the delta touches: its current version (the run's, else one multi-get) and
-        // whether it is in the trie before the delta. The second never moves within the
-        // delta: every change to one key must say the same (see `Change::in_trie`).
+    ) -> Result<Merged<'d>, EngineError> {
+        // Per key the delta touches: its current version (the run's, else one multi-get).
         let mut distinct: Vec<&[u8]> = delta.actions.iter().map(Action::key).collect();
         distinct.sort_unstable();
         distinct.dedup();
-        let before = |v: Option<KeyVersion>| (v, v.is_some_and(|v| !v.deleted));
-        let mut versions: FastMap<&[u8], (Option<KeyVersion>, bool)> =
+        let mut versions: FastMap<&[u8], Option<KeyVersion>> =
             FastMap::with_capacity_and_hasher(distinct.len(), Default::default());
         let mut unread = Vec::new();
         for key in distinct {
             match run.versions.get(key) {
                 Some(v) => {
-                    versions.insert(key, before(Some(*v)));
+                    versions.insert(key, Some(*v));
                 }
                 None => unread.push(key),
             }
@@ -936,7 +945,7 @@ impl<B: Backend> ContextEngine<B> {
         if !unread.is_empty() {
             let keys: Vec<StateVersion> =
                 unread.iter().map(|k| StateVersion { context_id: *context_id, app_key: RawTail(k.to_vec()) }).collect();
-            versions.extend(unread.into_iter().zip(self.store.multi_get(&keys)?.into_iter().map(before)));
+            versions.extend(unread.into_iter().zip(self.store.multi_get(&keys)?));
         }
         let mut merged = Merged {
             winners: Vec::with_capacity(delta.actions.len()),
@@ -946,7 +955,7 @@ impl<B: Backend> ContextEngine<B> {
         };
         for (i, action) in delta.actions.iter().enumerate() {
             let key = action.key();
-            let (current, in_trie) = versions.get(key).copied().unwrap_or((None, false));
+            let current = versions.get(key).copied().flatten();
             let deleted = matches!(action, Action::Delete { .. });
             let version = KeyVersion { hlc: delta.hlc, author: delta.author, delta_id: delta.delta_id, deleted };
             // Within one delta the later action on a key wins (same version, applied in order).
@@ -958,13 +967,13 @@ impl<B: Backend> ContextEngine<B> {
             let was_live = current.is_some_and(|c| !c.deleted);
             match action {
                 Action::Put { value, .. } => {
-                    merged.changes.push(Change::put(key, value).in_trie(in_trie));
+                    merged.changes.push(Change::put(key, value));
                     if !was_live {
                         merged.key_count += 1;
                     }
                 }
                 Action::Delete { .. } => {
-                    merged.changes.push(Change::remove(key).in_trie(in_trie));
+                    merged.changes.push(Change::remove(key));
                     if was_live {
                         merged.key_count = merged.key_count.saturating_sub(1);
                     }
@@ -972,7 +981,7 @@ impl<B: Backend> ContextEngine<B> {
             }
             merged.winners.push(i);
             merged.versions.push((key.to_vec(), version));
-            versions.insert(key, (Some(version), in_trie));
+            versions.insert(key, Some(version));
         }
         Ok(merged)
     }
@@ -984,8 +993,9 @@ struct Run<'s, B: Backend> {
     batch: WriteBatch<'s, B, Column>,
     meta: ContextMetaValue,
     status: ContextStatusValue,
-    /// Trie nodes changed by the run (`None`: removed), written once at commit.
-    trie: FastMap<Vec<u8>, Option<TrieNode>>,
+    /// A trie update of the run failed: the context's trie memory was forgotten with the
+    /// run's changes in it, so the run must not be committed.
+    failed: bool,
     /// Versions of keys the run wrote.
     versions: FastMap<Vec<u8>, KeyVersion>,
     /// Deltas the run applied.
@@ -1013,14 +1023,14 @@ fn action_value_len(action: &Action) -> usize {
 }
 
 /// The LWW outcome of one delta's actions.
-struct Merged {
+struct Merged<'d> {
     /// The actions that win (indices into the delta's actions, in order): their state rows
     /// are written (a put) or deleted.
     winners: Vec<usize>,
     /// The keys' new versions, in action order.
     versions: Vec<(Vec<u8>, KeyVersion)>,
     /// The trie changes.
-    changes: Vec<Change>,
+    changes: Vec<Change<'d>>,
     /// The live-key count afterwards.
     key_count: u64,
 }
@@ -1066,22 +1076,6 @@ impl<B: Backend> DagStore for RunDag<'_, '_, B> {
 
     fn heads(&self) -> Result<Vec<DeltaId>, StoreError> {
         Ok(self.run.meta.dag_heads.clone())
-    }
-}
-
-/// A trie read through a run's uncommitted node changes.
-struct OverlayTrie<'a, T> {
-    overlay: &'a FastMap<Vec<u8>, Option<TrieNode>>,
-    below: T,
-}
-
-impl<T: TrieStore> TrieStore for OverlayTrie<'_, T> {
-    type Error = T::Error;
-    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, T::Error> {
-        match self.overlay.get(path) {
-            Some(node) => Ok(node.clone()),
-            None => self.below.node(path),
-        }
     }
 }
 

@@ -5,28 +5,40 @@
 //! at least two keys share its path. The shape, and therefore the root, is a
 //! function of the set of (key, value) pairs alone — not of history or insertion
 //! order. Because key hashes are uniform, the expected depth is about
-//! log16(n) + 1, so a changed key costs O(log n) node reads and hashes; a batch
-//! of keys is applied in one top-down pass that visits each shared ancestor once.
+//! log16(n) + 1, so a changed key costs O(log n) node hashes; a batch of keys is
+//! applied in one top-down pass that visits each shared ancestor once.
 //!
 //! Hashes (blake3 with domain separation, no XOR or sums):
 //! - leaf: `derive("weft merkle leaf v1", key_hash ‖ value_hash)`;
 //! - branch: `derive("weft merkle branch v1", h0 ‖ … ‖ h15)`, an empty child as 32 zero bytes;
 //! - the empty trie: `Hash::ZERO`.
 //!
-//! Nodes are persisted per context (see [`TrieStore`]) keyed by their nibble path,
-//! one byte per nibble, so two peers can compare tries level by level — many
-//! paths per round trip — and descend only where hashes differ.
+//! **Rows.** Only branches are stored, one [`TrieRow`] per branch keyed by its nibble path
+//! (one byte per nibble, so peers compare tries level by level). A branch holds its
+//! children's node hashes and, for each child that is a leaf, the leaf's application key:
+//! a leaf has no row of its own. So an update reads and writes branches only — replacing a
+//! key's value, adding a key beside a leaf (the leaf's key hash is recomputed from the key
+//! its parent holds) or removing one never reads a leaf, and a leaf that moves up or down
+//! when its neighbours come and go is not rewritten. A trie of a single key stores it at the
+//! root path as a [`TrieRow::Lone`] row. A leaf's value hash, which only a repair walk
+//! needs, is read from the state (see [`LogicalTrie`]).
+//!
+//! [`update`] works on a [`Nodes`] store that lends it each node to change in place — the
+//! engine's memory of a context's trie (`trie_memory`), or a [`MemoryTrie`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use weft_primitives::Hash;
 
-/// Number of children of a branch.
-pub const RADIX: usize = 16;
-
-/// A trie leaf (re-exported from weft-primitives, where the stored form lives).
 pub use weft_primitives::TrieLeaf as Leaf;
-pub use weft_primitives::{Children, TrieNode};
+pub use weft_primitives::{branch_hash, leaf_hash, Children, TrieBranch, TrieChild, TrieNode, TrieRow};
+
+/// Number of children of a branch.
+pub const RADIX: usize = weft_primitives::TRIE_RADIX;
+
+/// Longest nibble path: two different keys' hashes differ before their 64th nibble.
+pub const MAX_DEPTH: usize = 64;
 
 /// The nibble of `hash` at `depth` (0..64).
 pub fn nibble(hash: &Hash, depth: usize) -> u8 {
@@ -38,7 +50,357 @@ pub fn nibble(hash: &Hash, depth: usize) -> u8 {
     }
 }
 
-/// Reads trie nodes by path.
+/// A path of at most [`MAX_DEPTH`] nibbles, packed two to a byte: copied, hashed and compared
+/// without allocating. Paths order as their nibble sequences do (a path before its
+/// extensions), which is the order of their stored keys.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct NibblePath {
+    // Field order matters for `Ord`: the packed nibbles (unused ones zero), then the length.
+    bytes: [u8; MAX_DEPTH / 2],
+    len: u8,
+}
+
+impl NibblePath {
+    /// The root's path (no nibbles).
+    pub const ROOT: NibblePath = NibblePath { bytes: [0; MAX_DEPTH / 2], len: 0 };
+
+    /// How many nibbles (the depth of the node at this path).
+    pub fn depth(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether this is the root's path.
+    pub fn is_root(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Nibble `i` (0 past the end).
+    pub fn get(&self, i: usize) -> u8 {
+        if i >= self.depth() {
+            return 0;
+        }
+        let byte = self.bytes[i / 2];
+        if i.is_multiple_of(2) {
+            byte >> 4
+        } else {
+            byte & 0x0F
+        }
+    }
+
+    /// The path one nibble longer, or `None` past [`MAX_DEPTH`] (or for a nibble above 15).
+    pub fn child(&self, nibble: u8) -> Option<NibblePath> {
+        let i = self.depth();
+        if i >= MAX_DEPTH || nibble > 0x0F {
+            return None;
+        }
+        let mut out = *self;
+        out.bytes[i / 2] |= if i.is_multiple_of(2) { nibble << 4 } else { nibble };
+        out.len += 1;
+        Some(out)
+    }
+
+    /// The path one nibble shorter and that nibble, or `None` for the root.
+    pub fn parent(&self) -> Option<(NibblePath, u8)> {
+        let last = self.depth().checked_sub(1)?;
+        let nibble = self.get(last);
+        let mut out = *self;
+        out.bytes[last / 2] &= if last.is_multiple_of(2) { 0x0F } else { 0xF0 };
+        out.len -= 1;
+        Some((out, nibble))
+    }
+
+    /// The path of `nibbles` (one per byte, each below 16; at most [`MAX_DEPTH`]).
+    pub fn from_nibbles(nibbles: &[u8]) -> Option<NibblePath> {
+        let mut path = NibblePath::ROOT;
+        for n in nibbles {
+            path = path.child(*n)?;
+        }
+        Some(path)
+    }
+
+    /// The nibbles, one per byte (the form of stored keys and of paths on the wire).
+    pub fn to_nibbles(&self) -> Vec<u8> {
+        (0..self.depth()).map(|i| self.get(i)).collect()
+    }
+}
+
+impl std::fmt::Debug for NibblePath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[")?;
+        for i in 0..self.depth() {
+            write!(f, "{:x}", self.get(i))?;
+        }
+        write!(f, "]")
+    }
+}
+
+/// A trie that contradicts itself (a branch naming a child branch its rows lack, or a path
+/// past [`MAX_DEPTH`]): a damaged store.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("corrupt Merkle trie: {0}")]
+pub struct Corrupt(pub String);
+
+/// A change to one key: its new leaf hash, or a removal.
+#[derive(Clone, Debug)]
+pub struct Change<'k> {
+    /// The application key.
+    pub key: &'k [u8],
+    /// `blake3(key)`.
+    pub key_hash: Hash,
+    /// The key's new leaf hash ([`leaf_hash`]), or `None` if the key leaves the state.
+    pub leaf: Option<Hash>,
+}
+
+impl<'k> Change<'k> {
+    /// The key is now `value`.
+    pub fn put(key: &'k [u8], value: &[u8]) -> Self {
+        let key_hash = Hash::digest(key);
+        Change { key, key_hash, leaf: Some(leaf_hash(&key_hash, &Hash::digest(value))) }
+    }
+
+    /// The key is gone.
+    pub fn remove(key: &'k [u8]) -> Self {
+        Change { key, key_hash: Hash::digest(key), leaf: None }
+    }
+}
+
+/// Where [`update`] finds the nodes it changes and leaves them changed.
+pub trait Nodes {
+    /// Why a node could not be read.
+    type Error: From<Corrupt>;
+    /// Takes the node at `path` out to change it; `update` puts back whatever is there
+    /// afterwards (or `None`) before it returns successfully.
+    fn take(&mut self, path: &NibblePath) -> Result<Option<TrieRow>, Self::Error>;
+    /// Leaves `row` at `path` (`None`: there is no node there now).
+    fn put(&mut self, path: NibblePath, row: Option<TrieRow>);
+}
+
+/// What a subtree became.
+#[derive(Default)]
+enum Sub<'k> {
+    #[default]
+    Empty,
+    Leaf {
+        key: Cow<'k, [u8]>,
+        hash: Hash,
+    },
+    Branch(Hash),
+}
+
+impl Sub<'_> {
+    fn hash(&self) -> Hash {
+        match self {
+            Sub::Empty => Hash::ZERO,
+            Sub::Leaf { hash, .. } | Sub::Branch(hash) => *hash,
+        }
+    }
+
+    fn as_child(&self) -> TrieChild<'_> {
+        match self {
+            Sub::Empty => TrieChild::Empty,
+            Sub::Leaf { key, hash } => TrieChild::Leaf { key, hash: *hash },
+            Sub::Branch(hash) => TrieChild::Branch(*hash),
+        }
+    }
+}
+
+/// A leaf to place: key hash (its position), key and node hash.
+struct Place<'k> {
+    key_hash: Hash,
+    key: Cow<'k, [u8]>,
+    hash: Hash,
+}
+
+/// Applies `changes` (any order; for one key the last change wins) to the trie in `nodes`
+/// and returns its new root. On an error `nodes` may hold a half-changed trie: the caller
+/// must drop what it took from it (the engine forgets the context's trie memory, which its
+/// journal then rebuilds).
+pub fn update<N: Nodes>(nodes: &mut N, mut changes: Vec<Change<'_>>) -> Result<Hash, N::Error> {
+    // Sort by key hash, keeping the last change per key.
+    changes.reverse();
+    changes.sort_by_key(|c| c.key_hash);
+    changes.dedup_by(|later, earlier| later.key_hash == earlier.key_hash);
+    let root = NibblePath::ROOT;
+    let sub = match nodes.take(&root)? {
+        None => build(nodes, root, &mut places(&changes))?,
+        Some(TrieRow::Lone(leaf)) => {
+            let weft_primitives::LoneLeaf { key, hash } = *leaf;
+            merge_leaf(nodes, root, Cow::Owned(key), hash, &changes)?
+        }
+        Some(TrieRow::Branch(branch)) => update_branch(nodes, root, branch, &changes)?,
+    };
+    match &sub {
+        Sub::Empty => nodes.put(root, None),
+        Sub::Leaf { key, hash } => nodes.put(root, Some(TrieRow::lone(key.to_vec(), *hash))),
+        // Written where it was built or updated.
+        Sub::Branch(_) => {}
+    }
+    Ok(sub.hash())
+}
+
+/// The nibble at `depth` of the first item's key hash, and how many items from the first
+/// share it (items sorted by key hash): the next child's share of a sorted batch.
+fn run_of<T>(items: &[T], depth: usize, key_hash: impl Fn(&T) -> &Hash) -> Option<(u8, usize)> {
+    let n = nibble(key_hash(items.first()?), depth);
+    Some((n, items.iter().position(|i| nibble(key_hash(i), depth) != n).unwrap_or(items.len())))
+}
+
+/// The leaves the puts among `changes` place.
+fn places<'k>(changes: &[Change<'k>]) -> Vec<Place<'k>> {
+    changes
+        .iter()
+        .filter_map(|c| c.leaf.map(|hash| Place { key_hash: c.key_hash, key: Cow::Borrowed(c.key), hash }))
+        .collect()
+}
+
+/// Updates the branch `node` (taken from `path`) with `changes`, all under `path`.
+fn update_branch<'k, N: Nodes>(
+    nodes: &mut N,
+    path: NibblePath,
+    mut node: TrieBranch,
+    changes: &[Change<'k>],
+) -> Result<Sub<'k>, N::Error> {
+    let depth = path.depth();
+    let mut rest = changes;
+    while let Some((n, split)) = run_of(rest, depth, |c| &c.key_hash) {
+        let (group, tail) = rest.split_at(split);
+        rest = tail;
+        let child_path =
+            path.child(n).ok_or_else(|| Corrupt(format!("a branch at {path:?}, past the deepest path")))?;
+        let sub = match node.child(n) {
+            TrieChild::Empty => build(nodes, child_path, &mut places(group))?,
+            // The common update: the one change below is to this leaf's own key.
+            TrieChild::Leaf { key, .. } if group.len() == 1 && group[0].key == key => match group[0].leaf {
+                Some(hash) => {
+                    node.set(n, TrieChild::Leaf { key: group[0].key, hash });
+                    continue;
+                }
+                None => Sub::Empty,
+            },
+            TrieChild::Leaf { key, hash } => {
+                let key = key.to_vec();
+                merge_leaf(nodes, child_path, Cow::Owned(key), hash, group)?
+            }
+            TrieChild::Branch(_) => match nodes.take(&child_path)? {
+                Some(TrieRow::Branch(child)) => update_branch(nodes, child_path, child, group)?,
+                other => {
+                    nodes.put(child_path, other);
+                    return Err(Corrupt(format!(
+                        "the branch at {path:?} names a branch at {child_path:?} that is not stored"
+                    ))
+                    .into());
+                }
+            },
+        };
+        node.set(n, sub.as_child());
+    }
+    Ok(finish(nodes, path, node))
+}
+
+/// The subtree at `path` that held only the leaf (`key`, `hash`), after `changes` (all under
+/// `path`).
+fn merge_leaf<'k, N: Nodes>(
+    nodes: &mut N,
+    path: NibblePath,
+    key: Cow<'k, [u8]>,
+    hash: Hash,
+    changes: &[Change<'k>],
+) -> Result<Sub<'k>, N::Error> {
+    let key_hash = Hash::digest(&key);
+    let mut leaves = places(changes);
+    if !changes.iter().any(|c| c.key_hash == key_hash) {
+        let at = leaves.partition_point(|p| p.key_hash < key_hash);
+        leaves.insert(at, Place { key_hash, key, hash });
+    }
+    build(nodes, path, &mut leaves)
+}
+
+/// A fresh subtree at `path` holding exactly `leaves` (sorted by key hash, distinct), where
+/// no node is stored at or below `path`.
+fn build<'k, N: Nodes>(nodes: &mut N, path: NibblePath, leaves: &mut [Place<'k>]) -> Result<Sub<'k>, N::Error> {
+    match leaves {
+        [] => Ok(Sub::Empty),
+        [only] => Ok(Sub::Leaf { key: std::mem::replace(&mut only.key, Cow::Borrowed(&[])), hash: only.hash }),
+        _ => {
+            let depth = path.depth();
+            let mut subs: [Sub<'k>; RADIX] = Default::default();
+            let mut rest = leaves;
+            while let Some((n, split)) = run_of(rest, depth, |l| &l.key_hash) {
+                let (group, tail) = rest.split_at_mut(split);
+                rest = tail;
+                let child_path =
+                    path.child(n).ok_or_else(|| Corrupt(format!("two leaves with one key hash below {path:?}")))?;
+                if let Some(slot) = subs.get_mut(usize::from(n)) {
+                    *slot = build(nodes, child_path, group)?;
+                }
+            }
+            let children: [TrieChild<'_>; RADIX] = std::array::from_fn(|n| subs[n].as_child());
+            Ok(finish(nodes, path, TrieBranch::from_children(&children)))
+        }
+    }
+}
+
+/// Leaves `node` at `path` in canonical form: no node if it has no child, its leaf moved up
+/// if that is its only child, else the branch.
+fn finish<'k, N: Nodes>(nodes: &mut N, path: NibblePath, node: TrieBranch) -> Sub<'k> {
+    if node.is_empty() {
+        nodes.put(path, None);
+        return Sub::Empty;
+    }
+    if let Some(n) = node.only_child() {
+        if let TrieChild::Leaf { key, hash } = node.child(n) {
+            let sub = Sub::Leaf { key: Cow::Owned(key.to_vec()), hash };
+            nodes.put(path, None);
+            return sub;
+        }
+    }
+    let hash = node.hash();
+    nodes.put(path, Some(TrieRow::Branch(node)));
+    Sub::Branch(hash)
+}
+
+/// The root of a trie holding exactly `entries`, computed from scratch.
+pub fn root_of<'a>(entries: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Hash {
+    build_trie(entries).1
+}
+
+/// The rows of a trie holding exactly `entries`, and its root, built from scratch.
+pub fn build_trie<'a>(entries: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> (MemoryTrie, Hash) {
+    let mut trie = MemoryTrie::default();
+    let changes = entries.into_iter().map(|(k, v)| Change::put(k, v)).collect();
+    match update(&mut trie, changes) {
+        Ok(root) => (trie, root),
+        // An empty trie never contradicts itself, and distinct keys have distinct hashes.
+        Err(e) => unreachable!("a trie built from scratch: {e}"),
+    }
+}
+
+/// A trie's rows in memory, by path (for scratch builds and tests).
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
+pub struct MemoryTrie(pub BTreeMap<NibblePath, TrieRow>);
+
+impl Nodes for MemoryTrie {
+    type Error = Corrupt;
+    fn take(&mut self, path: &NibblePath) -> Result<Option<TrieRow>, Corrupt> {
+        Ok(self.0.remove(path))
+    }
+    fn put(&mut self, path: NibblePath, row: Option<TrieRow>) {
+        match row {
+            Some(row) => self.0.insert(path, row),
+            None => self.0.remove(&path),
+        };
+    }
+}
+
+impl MemoryTrie {
+    /// The root hash.
+    pub fn root(&self) -> Hash {
+        self.0.get(&NibblePath::ROOT).map_or(Hash::ZERO, TrieRow::hash)
+    }
+}
+
+/// Reads trie nodes by path, in their logical form (leaves with their keys and value
+/// hashes): what repair walks and [`diff`] compare.
 pub trait TrieStore {
     /// The storage error.
     type Error;
@@ -46,279 +408,68 @@ pub trait TrieStore {
     fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, Self::Error>;
 }
 
-/// A trie with no nodes (to build one from scratch).
-pub struct EmptyTrie;
+/// Reads stored rows and leaf values: what [`LogicalTrie`] builds logical nodes from.
+pub trait RowSource {
+    /// The storage error.
+    type Error;
+    /// The row at `path`.
+    fn row(&self, path: &NibblePath) -> Result<Option<TrieRow>, Self::Error>;
+    /// `blake3` of the value `key` holds, or `None` if it holds none.
+    fn value_hash(&self, key: &[u8]) -> Result<Option<Hash>, Self::Error>;
+}
 
-impl TrieStore for EmptyTrie {
-    type Error = std::convert::Infallible;
-    fn node(&self, _path: &[u8]) -> Result<Option<TrieNode>, Self::Error> {
-        Ok(None)
+/// The logical view of a trie stored as branch rows: a branch as its children, a leaf
+/// (held by its parent, or the root's lone row) with its value hash read from the state.
+/// A leaf whose state row is missing — a damaged store — gets a zero value hash, so a
+/// repair walk sees it differ and exchanges the key.
+pub struct LogicalTrie<R>(pub R);
+
+impl<R: RowSource> LogicalTrie<R> {
+    fn leaf(&self, key: &[u8]) -> Result<TrieNode, R::Error> {
+        let value_hash = self.0.value_hash(key)?.unwrap_or(Hash::ZERO);
+        Ok(TrieNode::Leaf(Leaf { key_hash: Hash::digest(key), value_hash, key: key.to_vec() }))
     }
 }
 
-/// A change to one key: the new leaf, or `None` for a removal.
-#[derive(Clone, Debug)]
-pub struct Change {
-    /// `blake3(app key)`.
-    pub key_hash: Hash,
-    /// The key's new leaf, or `None` if the key leaves the state.
-    pub leaf: Option<Leaf>,
-    /// The caller knows the key is in the trie the change is applied to (see
-    /// [`Change::in_trie`]).
-    pub in_trie: bool,
-}
-
-impl Change {
-    /// The key is now `value`.
-    pub fn put(key: &[u8], value: &[u8]) -> Self {
-        let leaf = Leaf::new(key, value);
-        Change { key_hash: leaf.key_hash, leaf: Some(leaf), in_trie: false }
-    }
-
-    /// The key is gone.
-    pub fn remove(key: &[u8]) -> Self {
-        Change { key_hash: Hash::digest(key), leaf: None, in_trie: false }
-    }
-
-    /// Marks whether the key is in the trie the change is applied to (every change to the
-    /// key in one [`update`] must say the same). A key known to be there whose path ends at
-    /// a leaf child has that leaf for its own — a key's leaf is the first leaf on its path —
-    /// so the update replaces or removes it without reading it. Saying `true` of a key that
-    /// is not in the trie corrupts it; `false` is always safe (the leaf is read).
-    pub fn in_trie(mut self, present: bool) -> Self {
-        self.in_trie = present;
-        self
-    }
-}
-
-/// A branch node over `live` children, recording their kinds when they are all known.
-fn branch_node(live: Vec<(u8, Hash)>, leaves: Option<u16>) -> TrieNode {
-    TrieNode::Branch(match leaves {
-        Some(mask) => Children::with_kinds(live, mask),
-        None => Children::without_kinds(live),
-    })
-}
-
-/// The result of applying changes: node writes (path → node, or deletion) and the new root.
-#[derive(Debug, Default)]
-pub struct TrieUpdate {
-    /// Writes to persist, in path order.
-    pub writes: BTreeMap<Vec<u8>, Option<TrieNode>>,
-    /// The root hash after the changes.
-    pub root: Hash,
-    /// Number of nodes read.
-    pub reads: usize,
-}
-
-/// What a subtree became.
-enum Sub {
-    Empty,
-    Leaf(Leaf),
-    Branch(Hash),
-}
-
-impl Sub {
-    fn hash(&self) -> Option<Hash> {
-        match self {
-            Sub::Empty => None,
-            Sub::Leaf(l) => Some(l.hash()),
-            Sub::Branch(h) => Some(*h),
-        }
-    }
-}
-
-struct Updater<'s, S> {
-    store: &'s S,
-    out: TrieUpdate,
-}
-
-/// Applies `changes` (any order; for one key the last change wins) to the trie in `store`.
-pub fn update<S: TrieStore>(store: &S, mut changes: Vec<Change>) -> Result<TrieUpdate, S::Error> {
-    // Sort by key hash, keeping the last change per key.
-    changes.reverse();
-    changes.sort_by_key(|c| c.key_hash);
-    changes.dedup_by(|later, earlier| later.key_hash == earlier.key_hash);
-    let mut updater = Updater { store, out: TrieUpdate::default() };
-    let root_node = updater.read(&[])?;
-    let sub = updater.update_at(&mut Vec::new(), root_node, &changes)?;
-    updater.out.root = sub.hash().unwrap_or(Hash::ZERO);
-    Ok(updater.out)
-}
-
-/// The root of a trie holding exactly `entries`, computed from scratch.
-pub fn root_of<'a>(entries: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Hash {
-    let changes = entries.into_iter().map(|(k, v)| Change::put(k, v)).collect();
-    match update(&EmptyTrie, changes) {
-        Ok(update) => update.root,
-        Err(never) => match never {},
-    }
-}
-
-impl<S: TrieStore> Updater<'_, S> {
-    fn read(&mut self, path: &[u8]) -> Result<Option<TrieNode>, S::Error> {
-        self.out.reads += 1;
-        self.store.node(path)
-    }
-
-    fn write(&mut self, path: &[u8], node: Option<TrieNode>) {
-        self.out.writes.insert(path.to_vec(), node);
-    }
-
-    fn update_at(
-        &mut self,
-        path: &mut Vec<u8>,
-        existing: Option<TrieNode>,
-        changes: &[Change],
-    ) -> Result<Sub, S::Error> {
-        match existing {
-            None => {
-                let leaves: Vec<Leaf> = changes.iter().filter_map(|c| c.leaf.clone()).collect();
-                Ok(self.build(path, leaves))
-            }
-            Some(TrieNode::Leaf(old)) => {
-                let mut leaves: Vec<Leaf> = changes.iter().filter_map(|c| c.leaf.clone()).collect();
-                if !changes.iter().any(|c| c.key_hash == old.key_hash) {
-                    leaves.push(old);
-                    leaves.sort_by_key(|l| l.key_hash);
-                }
-                let sub = self.build(path, leaves);
-                if matches!(sub, Sub::Empty) {
-                    self.write(path, None);
-                }
-                Ok(sub)
-            }
-            Some(TrieNode::Branch(children)) => {
-                let mut slots: [Option<Hash>; RADIX] = [None; RADIX];
-                for (n, h) in &children {
-                    if let Some(slot) = slots.get_mut(usize::from(*n)) {
-                        *slot = Some(*h);
-                    }
-                }
-                // Which children are leaves (bit n), when the stored node records it.
-                let mut leaves = children.leaf_mask();
-                let depth = path.len();
-                let mut touched: [Option<Sub>; RADIX] = Default::default();
-                let mut rest = changes;
-                while let Some(first) = rest.first() {
-                    let n = nibble(&first.key_hash, depth);
-                    let split = rest.iter().position(|c| nibble(&c.key_hash, depth) != n).unwrap_or(rest.len());
-                    let (group, tail) = rest.split_at(split);
-                    rest = tail;
-                    path.push(n);
-                    let occupied = slots[usize::from(n)].is_some();
-                    let sub = match group {
-                        // The one change below is to a key the trie holds, and the child is a
-                        // leaf: it is that key's own leaf, replaced or removed unread.
-                        [only] if only.in_trie && occupied && children.is_leaf(n) == Some(true) => match &only.leaf {
-                            Some(leaf) => {
-                                self.write(path, Some(TrieNode::Leaf(leaf.clone())));
-                                Sub::Leaf(leaf.clone())
-                            }
-                            None => {
-                                self.write(path, None);
-                                Sub::Empty
-                            }
-                        },
-                        _ => {
-                            let child = if occupied { self.read(path)? } else { None };
-                            self.update_at(path, child, group)?
-                        }
-                    };
-                    path.pop();
-                    slots[usize::from(n)] = sub.hash();
-                    if let Some(mask) = leaves.as_mut() {
-                        let bit = 1u16 << n;
-                        if matches!(sub, Sub::Leaf(_)) {
-                            *mask |= bit;
-                        } else {
-                            *mask &= !bit;
-                        }
-                    }
-                    touched[usize::from(n)] = Some(sub);
-                }
-                let live: Vec<(u8, Hash)> = (0u8..16).filter_map(|n| slots[usize::from(n)].map(|h| (n, h))).collect();
-                match live.as_slice() {
-                    [] => {
-                        self.write(path, None);
-                        Ok(Sub::Empty)
-                    }
-                    [(n, _)] => {
-                        // One child left: if it is a leaf, it moves up here (canonical form).
-                        let n = *n;
-                        path.push(n);
-                        let child = match touched[usize::from(n)].take() {
-                            Some(Sub::Leaf(leaf)) => Some(TrieNode::Leaf(leaf)),
-                            Some(Sub::Branch(_)) => None,
-                            // Untouched: a recorded branch stays where it is, unread.
-                            Some(Sub::Empty) | None if children.is_leaf(n) == Some(false) => None,
-                            Some(Sub::Empty) | None => self.read(path)?,
-                        };
-                        let result = match child {
-                            Some(TrieNode::Leaf(leaf)) => {
-                                self.write(path, None);
-                                path.pop();
-                                self.write(path, Some(TrieNode::Leaf(leaf.clone())));
-                                Sub::Leaf(leaf)
-                            }
-                            _ => {
-                                path.pop();
-                                let node = branch_node(live, leaves);
-                                let hash = node.hash();
-                                self.write(path, Some(node));
-                                Sub::Branch(hash)
-                            }
-                        };
-                        Ok(result)
-                    }
-                    _ => {
-                        let node = branch_node(live, leaves);
-                        let hash = node.hash();
-                        self.write(path, Some(node));
-                        Ok(Sub::Branch(hash))
-                    }
-                }
-            }
-        }
-    }
-
-    /// Writes a fresh subtree holding exactly `leaves` (sorted by key hash) at `path`, where
-    /// nothing is stored below `path`.
-    fn build(&mut self, path: &mut Vec<u8>, mut leaves: Vec<Leaf>) -> Sub {
-        match leaves.len() {
-            0 => Sub::Empty,
-            1 => match leaves.pop() {
-                Some(leaf) => {
-                    self.write(path, Some(TrieNode::Leaf(leaf.clone())));
-                    Sub::Leaf(leaf)
-                }
-                None => Sub::Empty,
+impl<R: RowSource> TrieStore for LogicalTrie<R> {
+    type Error = R::Error;
+    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, R::Error> {
+        let Some(path) = NibblePath::from_nibbles(path) else { return Ok(None) };
+        let Some((parent, n)) = path.parent() else {
+            return match self.0.row(&path)? {
+                None => Ok(None),
+                Some(TrieRow::Branch(b)) => Ok(Some(TrieNode::Branch(b.children()))),
+                Some(TrieRow::Lone(leaf)) => self.leaf(&leaf.key).map(Some),
+            };
+        };
+        // What the parent says is there decides where to look.
+        let Some(TrieRow::Branch(parent)) = self.0.row(&parent)? else { return Ok(None) };
+        match parent.child(n) {
+            TrieChild::Empty => Ok(None),
+            TrieChild::Leaf { key, .. } => self.leaf(key).map(Some),
+            TrieChild::Branch(_) => match self.0.row(&path)? {
+                Some(TrieRow::Branch(b)) => Ok(Some(TrieNode::Branch(b.children()))),
+                _ => Ok(None),
             },
-            _ => {
-                let depth = path.len();
-                let mut children = Vec::new();
-                let mut kinds = 0u16;
-                let mut rest = leaves;
-                while !rest.is_empty() {
-                    let n = rest.first().map_or(0, |l| nibble(&l.key_hash, depth));
-                    let split = rest.iter().position(|l| nibble(&l.key_hash, depth) != n).unwrap_or(rest.len());
-                    let tail = rest.split_off(split);
-                    path.push(n);
-                    let sub = self.build(path, rest);
-                    path.pop();
-                    if let Some(h) = sub.hash() {
-                        children.push((n, h));
-                    }
-                    if matches!(sub, Sub::Leaf(_)) {
-                        kinds |= 1 << n;
-                    }
-                    rest = tail;
-                }
-                let node = branch_node(children, Some(kinds));
-                let hash = node.hash();
-                self.write(path, Some(node));
-                Sub::Branch(hash)
-            }
         }
+    }
+}
+
+/// A [`MemoryTrie`] with the values of its keys: a [`RowSource`] for tests.
+pub struct MemoryRows<'a> {
+    /// The rows.
+    pub trie: &'a MemoryTrie,
+    /// The state: key → value.
+    pub values: &'a BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl RowSource for MemoryRows<'_> {
+    type Error = std::convert::Infallible;
+    fn row(&self, path: &NibblePath) -> Result<Option<TrieRow>, Self::Error> {
+        Ok(self.trie.0.get(path).cloned())
+    }
+    fn value_hash(&self, key: &[u8]) -> Result<Option<Hash>, Self::Error> {
+        Ok(self.values.get(key).map(|v| Hash::digest(v)))
     }
 }
 
@@ -418,53 +569,49 @@ fn leaves_below<S: TrieStore>(
     Ok(())
 }
 
-/// An in-memory trie store, for tests and for recomputation.
-#[derive(Default, Debug, Clone, PartialEq, Eq)]
-pub struct MemoryTrie(pub BTreeMap<Vec<u8>, TrieNode>);
-
-impl TrieStore for MemoryTrie {
-    type Error = std::convert::Infallible;
-    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, Self::Error> {
-        Ok(self.0.get(path).cloned())
-    }
-}
-
-impl MemoryTrie {
-    /// Persists an update's writes.
-    pub fn apply(&mut self, update: &TrieUpdate) {
-        for (path, node) in &update.writes {
-            match node {
-                Some(n) => self.0.insert(path.clone(), n.clone()),
-                None => self.0.remove(path),
-            };
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn scratch(model: &BTreeMap<Vec<u8>, Vec<u8>>) -> MemoryTrie {
-        let changes = model.iter().map(|(k, v)| Change::put(k, v)).collect();
-        let mut trie = MemoryTrie::default();
-        match update(&EmptyTrie, changes) {
-            Ok(u) => trie.apply(&u),
-            Err(never) => match never {},
-        }
-        trie
+    type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+    fn scratch(model: &Model) -> MemoryTrie {
+        build_trie(model.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))).0
     }
 
     fn key() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![(0u8..40).prop_map(|b| vec![b]), proptest::collection::vec(any::<u8>(), 0..4)]
     }
 
+    /// The root computed the way it was defined before leaves moved into their parents: a
+    /// node per leaf, hashed bottom-up from the sorted key hashes (an independent oracle).
+    fn reference_root(model: &Model) -> Hash {
+        fn node(leaves: &[(Hash, Hash)], depth: usize) -> Hash {
+            match leaves {
+                [] => Hash::ZERO,
+                [(k, v)] => leaf_hash(k, v),
+                _ => {
+                    let mut children = [Hash::ZERO; RADIX];
+                    for (n, slot) in children.iter_mut().enumerate() {
+                        let group: Vec<(Hash, Hash)> =
+                            leaves.iter().filter(|(k, _)| usize::from(nibble(k, depth)) == n).copied().collect();
+                        *slot = node(&group, depth + 1);
+                    }
+                    branch_hash(&children)
+                }
+            }
+        }
+        let mut leaves: Vec<(Hash, Hash)> = model.iter().map(|(k, v)| (Hash::digest(k), Hash::digest(v))).collect();
+        leaves.sort();
+        node(&leaves, 0)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
-        /// Incremental updates, in any batching, give exactly the nodes (and root) a from-scratch
-        /// build of the same state gives.
+        /// Incremental updates, in any batching, give exactly the rows (and root) a
+        /// from-scratch build of the same state gives, and the root of the definition.
         #[test]
         fn incremental_trie_equals_scratch_build(
             batches in proptest::collection::vec(
@@ -472,64 +619,28 @@ mod tests {
                 1..10,
             )
         ) {
-            let mut model = BTreeMap::new();
+            let mut model = Model::new();
             let mut trie = MemoryTrie::default();
-            // The same batches on a trie whose branches never record their children's kinds
-            // (as stores written before the kinds hold), every change marked as the engine
-            // marks it (whether the key was in the state before the batch).
-            let mut legacy = MemoryTrie::default();
             for batch in batches {
-                let before = model.clone();
                 let mut changes = Vec::new();
-                for (k, v) in batch {
-                    let change = match v {
+                for (k, v) in &batch {
+                    match v {
                         Some(v) => {
-                            let change = Change::put(&k, &v);
-                            model.insert(k.clone(), v);
-                            change
+                            changes.push(Change::put(k, v));
+                            model.insert(k.clone(), v.clone());
                         }
                         None => {
-                            model.remove(&k);
-                            Change::remove(&k)
+                            changes.push(Change::remove(k));
+                            model.remove(k);
                         }
-                    };
-                    changes.push(change.in_trie(before.contains_key(&k)));
+                    }
                 }
-                let Ok(u) = update(&trie, changes.clone());
-                trie.apply(&u);
-                let Ok(l) = update(&legacy, changes);
-                legacy.apply(&l);
-                legacy = without_kinds(&legacy);
-                let expected = scratch(&model);
-                prop_assert_eq!(&trie, &expected);
-                prop_assert_eq!(&legacy, &without_kinds(&expected));
-                prop_assert_eq!(l.root, u.root);
-                let root = root_of(model.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
-                prop_assert_eq!(u.root, root);
+                let root = update(&mut trie, changes).expect("update");
+                prop_assert_eq!(&trie, &scratch(&model));
+                prop_assert_eq!(root, trie.root());
+                prop_assert_eq!(root, reference_root(&model));
             }
         }
-    }
-
-    /// `trie` with no branch recording its children's kinds.
-    fn without_kinds(trie: &MemoryTrie) -> MemoryTrie {
-        MemoryTrie(
-            trie.0
-                .iter()
-                .map(|(path, node)| {
-                    let node = match node {
-                        TrieNode::Branch(children) => {
-                            TrieNode::Branch(Children::without_kinds(children.entries().to_vec()))
-                        }
-                        leaf => leaf.clone(),
-                    };
-                    (path.clone(), node)
-                })
-                .collect(),
-        )
-    }
-
-    fn trie_of(model: &BTreeMap<Vec<u8>, Vec<u8>>) -> MemoryTrie {
-        scratch(model)
     }
 
     proptest! {
@@ -557,26 +668,32 @@ mod tests {
                 .collect::<std::collections::BTreeSet<_>>()
                 .into_iter()
                 .collect();
-            let Ok(d) = diff(&trie_of(&base), &trie_of(&other));
+            let (a, b) = (scratch(&base), scratch(&other));
+            let ours = LogicalTrie(MemoryRows { trie: &a, values: &base });
+            let theirs = LogicalTrie(MemoryRows { trie: &b, values: &other });
+            let Ok(d) = diff(&ours, &theirs);
             prop_assert_eq!(&d.keys, &expected);
-            let Ok(back) = diff(&trie_of(&other), &trie_of(&base));
+            let Ok(back) = diff(&theirs, &ours);
             prop_assert_eq!(&back.keys, &expected);
         }
     }
 
     #[test]
     fn diff_cost_follows_the_difference_not_the_size() {
-        let base: BTreeMap<Vec<u8>, Vec<u8>> = (0u32..20_000).map(|i| (i.to_be_bytes().to_vec(), vec![1])).collect();
+        let base: Model = (0u32..20_000).map(|i| (i.to_be_bytes().to_vec(), vec![1])).collect();
         let mut other = base.clone();
         for i in [5u32, 9_000, 19_999] {
             other.insert(i.to_be_bytes().to_vec(), vec![2]);
         }
-        let Ok(d) = diff(&trie_of(&base), &trie_of(&other));
+        let (a, b) = (scratch(&base), scratch(&other));
+        let ours = LogicalTrie(MemoryRows { trie: &a, values: &base });
+        let theirs = LogicalTrie(MemoryRows { trie: &b, values: &other });
+        let Ok(d) = diff(&ours, &theirs);
         assert_eq!(d.keys.len(), 3);
         // log16(20,000) ≈ 3.6: a handful of levels, and per differing key one path of nodes.
         assert!(d.rounds <= 7, "{} rounds", d.rounds);
         assert!(d.nodes_compared <= 3 * 7 + 1, "{} nodes compared", d.nodes_compared);
-        let Ok(same) = diff(&trie_of(&base), &trie_of(&base));
+        let Ok(same) = diff(&ours, &ours);
         assert_eq!((same.keys.len(), same.nodes_compared), (0, 1));
     }
 
@@ -586,59 +703,91 @@ mod tests {
         let one = root_of([(&b"k"[..], &b"v"[..])]);
         assert_eq!(one, Leaf::new(b"k", b"v").hash());
         assert_ne!(one, root_of([(&b"k"[..], &b"w"[..])]));
+        // A single key is the root's lone row; a second one splits it into a branch.
+        let (trie, _) = build_trie([(&b"k"[..], &b"v"[..])]);
+        assert_eq!(trie.0.into_iter().collect::<Vec<_>>(), vec![(NibblePath::ROOT, TrieRow::lone(b"k".to_vec(), one))]);
+        let (trie, _) = build_trie([(&b"k"[..], &b"v"[..]), (&b"l"[..], &b"v"[..])]);
+        assert!(trie.0.values().all(|row| matches!(row, TrieRow::Branch(_))));
     }
 
     #[test]
     fn order_of_insertion_does_not_matter() {
         let entries: Vec<(Vec<u8>, Vec<u8>)> = (0u32..300).map(|i| (i.to_be_bytes().to_vec(), vec![1])).collect();
-        let forward = root_of(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+        let (forward, root) = build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
         let mut trie = MemoryTrie::default();
         for (k, v) in entries.iter().rev() {
-            let Ok(u) = update(&trie, vec![Change::put(k, v)]);
-            trie.apply(&u);
+            update(&mut trie, vec![Change::put(k, v)]).expect("update");
         }
-        let Ok(u) = update(&trie, vec![]);
-        assert_eq!(u.root, forward);
+        assert_eq!(update(&mut trie, vec![]).expect("update"), root);
+        assert_eq!(trie, forward);
+    }
+
+    /// Counts the nodes an update takes.
+    struct Counting<'a>(&'a mut MemoryTrie, usize);
+
+    impl Nodes for Counting<'_> {
+        type Error = Corrupt;
+        fn take(&mut self, path: &NibblePath) -> Result<Option<TrieRow>, Corrupt> {
+            self.1 += 1;
+            self.0.take(path)
+        }
+        fn put(&mut self, path: NibblePath, row: Option<TrieRow>) {
+            self.0.put(path, row)
+        }
     }
 
     #[test]
-    fn a_key_in_the_trie_is_updated_without_reading_its_leaf() {
-        let changes = (0u32..4096).map(|i| Change::put(&i.to_be_bytes(), b"v")).collect();
-        let mut trie = MemoryTrie::default();
-        let Ok(u) = update(&EmptyTrie, changes);
-        trie.apply(&u);
-        let leaves = |trie: &MemoryTrie| trie.0.values().filter(|n| matches!(n, TrieNode::Leaf(_))).count();
-        for (i, change) in
-            [Change::put(&7u32.to_be_bytes(), b"w").in_trie(true), Change::remove(&8u32.to_be_bytes()).in_trie(true)]
-                .into_iter()
-                .enumerate()
-        {
+    fn a_changed_key_reads_only_the_branches_on_its_path() {
+        let entries: Vec<(Vec<u8>, Vec<u8>)> =
+            (0u32..4096).map(|i| (i.to_be_bytes().to_vec(), b"v".to_vec())).collect();
+        let (mut trie, _) = build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+        let branches = trie.0.len();
+        for change in [
+            Change::put(&7u32.to_be_bytes(), b"w"),
+            Change::remove(&8u32.to_be_bytes()),
+            Change::put(&5000u32.to_be_bytes(), b"new"),
+        ] {
             let key_hash = change.key_hash;
-            let Ok(unread) = update(&trie, vec![change.clone()]);
-            let Ok(read) = update(&trie, vec![change.in_trie(false)]);
-            assert_eq!(unread.root, read.root);
-            assert_eq!(unread.writes, read.writes);
-            assert!(unread.reads < read.reads, "change {i}: {} reads, {} without the kinds", unread.reads, read.reads);
-            // Only branches were read: the path down to the key's leaf, not the leaf.
-            let leaf_path = read.writes.keys().max_by_key(|p| p.len()).cloned().unwrap_or_default();
-            assert!(matches!(trie.0.get(&leaf_path), Some(TrieNode::Leaf(l)) if l.key_hash == key_hash));
-            assert_eq!(unread.reads, leaf_path.len(), "change {i}");
+            let mut counting = Counting(&mut trie, 0);
+            update(&mut counting, vec![change]).expect("update");
+            let taken = counting.1;
+            // One branch per level down to the key's leaf (or the slot it lands in), no more.
+            let depth = (0..MAX_DEPTH)
+                .take_while(|d| {
+                    let path = (0..*d).fold(NibblePath::ROOT, |p, i| p.child(nibble(&key_hash, i)).expect("path"));
+                    trie.0.contains_key(&path)
+                })
+                .count();
+            assert!(taken <= depth + 1, "{taken} nodes taken for a key {depth} levels down");
+            assert!(taken <= 5, "{taken} nodes taken in a trie of 4,096 keys");
         }
-        let before = leaves(&trie);
-        let Ok(u) = update(&trie, vec![Change::remove(&8u32.to_be_bytes()).in_trie(true)]);
-        trie.apply(&u);
-        assert_eq!(leaves(&trie), before - 1);
+        assert!(trie.0.len() >= branches - 2, "rows are branches only");
     }
 
     #[test]
-    fn a_changed_key_reads_only_its_path() {
-        let mut trie = MemoryTrie::default();
-        let changes = (0u32..4096).map(|i| Change::put(&i.to_be_bytes(), b"v")).collect();
-        let Ok(u) = update(&trie, changes);
-        trie.apply(&u);
-        let Ok(u) = update(&trie, vec![Change::put(&7u32.to_be_bytes(), b"w")]);
-        // log16(4096) = 3 levels, plus the leaf level and a little slack for shared prefixes.
-        assert!(u.reads <= 8, "{} reads", u.reads);
-        assert!(u.writes.len() <= 8, "{} writes", u.writes.len());
+    fn paths_pack_and_order_like_their_nibbles() {
+        let paths: Vec<Vec<u8>> = vec![vec![], vec![0], vec![0, 15], vec![1], vec![1, 0], vec![1, 0, 3], vec![15; 64]];
+        let packed: Vec<NibblePath> = paths.iter().map(|p| NibblePath::from_nibbles(p).expect("path")).collect();
+        for (path, nibbles) in packed.iter().zip(&paths) {
+            assert_eq!(&path.to_nibbles(), nibbles);
+        }
+        let mut sorted = packed.clone();
+        sorted.sort();
+        assert_eq!(sorted, packed, "packed paths sort as their nibble sequences");
+        assert_eq!(NibblePath::from_nibbles(&[15; 65]), None);
+        assert_eq!(NibblePath::from_nibbles(&[16]), None);
+        let deep = NibblePath::from_nibbles(&[1, 2, 3]).expect("path");
+        assert_eq!(deep.parent(), Some((NibblePath::from_nibbles(&[1, 2]).expect("path"), 3)));
+        assert_eq!(NibblePath::ROOT.parent(), None);
+    }
+
+    #[test]
+    fn a_branch_naming_a_missing_child_is_corrupt_not_a_panic() {
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = (0u32..300).map(|i| (i.to_be_bytes().to_vec(), vec![1])).collect();
+        let (mut trie, _) = build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+        let deep = *trie.0.keys().max_by_key(|p| p.depth()).expect("a branch");
+        trie.0.remove(&deep);
+        let changes: Vec<Change> = entries.iter().map(|(k, _)| Change::put(k, b"x")).collect();
+        assert!(update(&mut trie, changes).is_err());
     }
 }

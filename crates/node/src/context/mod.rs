@@ -10,7 +10,7 @@ pub use engine::stage_trie;
 pub use engine::{
     AnyAuthor, ApplyOutcome, Authorizer, ContextDag, ContextEngine, ContextView, Divergence, EngineConfig, EngineError,
     RepairEntry, RepairOutcome, RepairWalk, SnapshotBuilder, SnapshotCursor, SnapshotError, SnapshotHeader,
-    SnapshotInstalled, SnapshotPage, StoredTrie, TrieCheck, TrieStats, WalkNode, WalkReply,
+    SnapshotInstalled, SnapshotPage, TrieCheck, TrieStats, WalkNode, WalkReply,
 };
 
 /// Merkle repair (see [`ContextEngine::repair_walk`] and [`ContextEngine::repair_merge`]).

@@ -801,10 +801,10 @@ impl<B: Backend> ContextEngine<B> {
         if changes.is_empty() {
             return Ok(outcome);
         }
-        let update = merkle::update(&self.trie_view(context_id)?, changes)?;
-        meta.root_hash = update.root;
-        self.write_checkpointed(context_id, batch, update.writes, &meta, &status)?;
-        outcome.root = update.root;
+        let root = self.update_trie(context_id, changes)?;
+        meta.root_hash = root;
+        self.write_checkpointed(context_id, batch, &meta, &status)?;
+        outcome.root = root;
         Ok(outcome)
     }
 
@@ -841,9 +841,9 @@ impl<B: Backend> ContextEngine<B> {
                 }
             }
         }
-        let update = merkle::update(&trie, changes)?;
-        meta.root_hash = update.root;
-        self.write_checkpointed(context_id, self.store.batch(), update.writes, &meta, &status)?;
-        Ok(update.root)
+        let root = self.update_trie(context_id, changes)?;
+        meta.root_hash = root;
+        self.write_checkpointed(context_id, self.store.batch(), &meta, &status)?;
+        Ok(root)
     }
 }

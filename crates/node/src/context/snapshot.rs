@@ -40,13 +40,14 @@ use std::collections::{HashMap, HashSet};
 use borsh::{BorshDeserialize, BorshSerialize};
 use weft_primitives::{ContextDagDeltaValue, ContextId, DagNodeValue, DeltaId, Hash};
 use weft_store::schema::{
-    Column, ContextDagDelta, ContextMeta, ContextState, ContextStatus, DagNode, PendingByParent, StateVersion,
+    Column, ContextDagDelta, ContextMeta, ContextState, ContextStatus, DagNode, MerkleNode, PendingByParent,
+    StateVersion,
 };
 use weft_store::{Backend, PrefixBy, RawTail, Read};
 
 use super::{lock, ApplyOutcome, Authorizer, ContextEngine, EngineError, RepairEntry};
 use crate::context::delta::{check_shape, check_signature, DeltaLimits};
-use crate::context::merkle::{self, Change, EmptyTrie};
+use crate::context::merkle;
 
 /// Where a snapshot transfer stands: the next page starts after this point.
 #[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
@@ -429,17 +430,14 @@ impl<B: Backend> ContextEngine<B> {
         }
 
         // The state: its root, computed here.
-        let changes: Vec<Change> =
-            entries.iter().filter_map(|e| e.value.as_ref().map(|v| Change::put(&e.key, v))).collect();
-        let keys = changes.len() as u64;
-        let update = match merkle::update(&EmptyTrie, changes) {
-            Ok(u) => u,
-            Err(never) => match never {},
-        };
-        if update.root != header.root_hash {
+        let live: Vec<(&[u8], &[u8])> =
+            entries.iter().filter_map(|e| e.value.as_ref().map(|v| (e.key.as_slice(), v.as_slice()))).collect();
+        let keys = live.len() as u64;
+        let (trie, root) = merkle::build_trie(live);
+        if root != header.root_hash {
             return Err(EngineError::Snapshot(SnapshotError::RootMismatch {
                 claimed: header.root_hash,
-                computed: update.root,
+                computed: root,
             }));
         }
 
@@ -483,11 +481,14 @@ impl<B: Backend> ContextEngine<B> {
             }
         }
         meta.dag_heads = header.heads.clone();
-        meta.root_hash = update.root;
+        meta.root_hash = root;
         status.delta_count = dag.len() as u64;
         status.key_count = keys;
         status.pending_count = status.pending_count.saturating_sub(covered.len() as u64);
-        self.write_checkpointed(&context_id, batch, update.writes, &meta, &status)?;
+        // The built trie replaces whatever rows the context had (none, holding no deltas).
+        batch.delete_prefix(&MerkleNode::prefix(&context_id))?;
+        self.replace_trie(&context_id, trie);
+        self.write_checkpointed(&context_id, batch, &meta, &status)?;
 
         let mut released = ApplyOutcome::default();
         awaited.sort_unstable();
@@ -498,6 +499,6 @@ impl<B: Backend> ContextEngine<B> {
                 self.apply_released(&context_id, r, &mut released)
             })?;
         }
-        Ok(SnapshotInstalled { entries: entries.len(), keys, deltas: dag.len(), root: update.root, released })
+        Ok(SnapshotInstalled { entries: entries.len(), keys, deltas: dag.len(), root, released })
     }
 }

@@ -1,15 +1,15 @@
 //! The state engine's memory of every context's Merkle trie.
 //!
 //! The trie is a derived index of the state (see [`super::merkle`]): the engine keeps the
-//! nodes a context's deltas changed since its trie rows were last written — its *dirty*
+//! branches a context's deltas changed since its trie rows were last written — its *dirty*
 //! nodes — in memory, and writes them out at *checkpoints* (see `ContextEngine::checkpoint`),
-//! instead of rewriting about five trie rows per changed key in every batch. Beside them it
-//! keeps a bounded read cache of stored branch nodes (*clean*), so an update reads the store
-//! only near the leaves. A lookup consults the dirty nodes, then the clean ones, then the
-//! store.
+//! instead of rewriting the branches above every changed key in every batch. Beside them it
+//! keeps a bounded read cache of stored branches (*clean*), so an update reads the store
+//! only for branches it has not seen. An update takes each node it changes out of memory
+//! (dirty, else clean, else the store), changes it in place and leaves it dirty.
 //!
-//! Memory: dirty nodes are bounded by the engine's checkpoint threshold (the engine
-//! checkpoints the largest contexts when the total passes it); clean nodes by the cache
+//! Memory: dirty nodes are bounded by the engine's checkpoint thresholds (the engine
+//! checkpoints the largest contexts when the total passes one); clean nodes by the cache
 //! capacity — once it is reached new nodes are not cached, but cached ones are still
 //! replaced or dropped, so the cache never serves a node the store no longer holds. Top
 //! levels, read by every update, enter first.
@@ -21,69 +21,104 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use weft_primitives::{ContextId, TrieNode};
-use weft_store::schema::{Column, MerkleNode};
+use weft_primitives::{ContextId, Hash, TrieRow};
+use weft_store::schema::{Column, ContextState, MerkleNode};
 use weft_store::{Backend, RawTail, Read, Store, StoreError};
 
-use super::merkle::TrieStore;
+use super::merkle::{self, Change, Corrupt, LogicalTrie, NibblePath, Nodes, RowSource};
 
 /// The engine's hash maps: foldhash (seeded per process) instead of SipHash, which showed
 /// as several per cent of the apply path. Keys are trie paths and application keys.
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Trie node changes by path (`None`: the node was removed).
-pub type NodeWrites = FastMap<Vec<u8>, Option<TrieNode>>;
+pub type NodeWrites = FastMap<NibblePath, Option<TrieRow>>;
 
 /// What memory knows of a path: a node (or its absence) to use as is, or nothing (read the
 /// store).
-pub type Known = Option<Option<TrieNode>>;
+pub type Known = Option<Option<TrieRow>>;
 
-/// A context's trie as the engine sees it: its dirty nodes, then the cached branches, then
-/// the stored rows (Generic column, MerkleNode family). The engine reads its tries only
-/// through this view, under its apply lock.
-pub struct TrieView<'a, B: Backend> {
-    store: &'a Store<B, Column>,
-    context_id: ContextId,
-    memory: &'a Mutex<TrieMemory>,
+/// A context's stored trie rows and state (the store side of the engine's view).
+pub struct StoredRows<'a, B: Backend> {
+    /// The store.
+    pub store: &'a Store<B, Column>,
+    /// The context.
+    pub context_id: ContextId,
 }
 
-impl<'a, B: Backend> TrieView<'a, B> {
-    /// The view of `context_id`'s trie in `store` through `memory`.
-    pub fn new(store: &'a Store<B, Column>, context_id: ContextId, memory: &'a Mutex<TrieMemory>) -> Self {
-        TrieView { store, context_id, memory }
+impl<B: Backend> StoredRows<'_, B> {
+    /// The stored row at `path`.
+    pub fn get(&self, path: &NibblePath) -> Result<Option<TrieRow>, StoreError> {
+        self.store.get(&MerkleNode { context_id: self.context_id, path: RawTail(path.to_nibbles()) })
     }
 }
 
-impl<B: Backend> TrieStore for TrieView<'_, B> {
+impl<B: Backend> RowSource for StoredRows<'_, B> {
     type Error = StoreError;
-    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, StoreError> {
-        if let Some(known) = lock(self.memory).lookup(&self.context_id, path) {
+    fn row(&self, path: &NibblePath) -> Result<Option<TrieRow>, StoreError> {
+        self.get(path)
+    }
+    fn value_hash(&self, key: &[u8]) -> Result<Option<Hash>, StoreError> {
+        let value = self.store.get(&ContextState { context_id: self.context_id, app_key: RawTail(key.to_vec()) })?;
+        Ok(value.map(|v| Hash::digest(&v)))
+    }
+}
+
+/// A context's trie as the engine sees it, in logical form (see [`LogicalTrie`]): rows
+/// from its dirty nodes, then the cached branches, then the store. Used under the engine's
+/// apply lock, by repair walks and checks.
+pub type TrieView<'a, B> = LogicalTrie<MemoryRows<'a, B>>;
+
+/// The rows of [`TrieView`]: memory first, then the store (whose branches it caches).
+pub struct MemoryRows<'a, B: Backend> {
+    stored: StoredRows<'a, B>,
+    memory: &'a Mutex<TrieMemory>,
+}
+
+/// The logical view of `context_id`'s trie in `store` through `memory`.
+pub fn trie_view<'a, B: Backend>(
+    store: &'a Store<B, Column>,
+    context_id: ContextId,
+    memory: &'a Mutex<TrieMemory>,
+) -> TrieView<'a, B> {
+    LogicalTrie(MemoryRows { stored: StoredRows { store, context_id }, memory })
+}
+
+impl<B: Backend> RowSource for MemoryRows<'_, B> {
+    type Error = StoreError;
+    fn row(&self, path: &NibblePath) -> Result<Option<TrieRow>, StoreError> {
+        let context_id = self.stored.context_id;
+        if let Some(known) = lock(self.memory).lookup(&context_id, path) {
             return Ok(known);
         }
-        let node = self.store.get(&MerkleNode { context_id: self.context_id, path: RawTail(path.to_vec()) })?;
-        if let Some(n) = &node {
+        let row = self.stored.get(path)?;
+        if let Some(r) = &row {
             // The path is not dirty, so the stored row is the node (the view is used under
             // the engine's apply lock: no batch changes the trie meanwhile).
-            lock(self.memory).cache_stored(&self.context_id, path, n);
+            lock(self.memory).cache_stored(&context_id, path, r);
         }
-        Ok(node)
+        Ok(row)
+    }
+    fn value_hash(&self, key: &[u8]) -> Result<Option<Hash>, StoreError> {
+        self.stored.value_hash(key)
     }
 }
 
 fn lock(memory: &Mutex<TrieMemory>) -> std::sync::MutexGuard<'_, TrieMemory> {
-    // Memory is changed only after the batch it mirrors is written, so a panic elsewhere
-    // cannot leave it describing a half-written trie.
+    // A panic while the memory is being changed (inside `TrieMemory::update`) leaves the
+    // context marked unrecovered, so its trie is rebuilt from the journal at next use.
     memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The bytes a node is charged for (its path, children or leaf, and the map's overhead).
-pub fn node_cost(path: &[u8], node: Option<&TrieNode>) -> usize {
-    let body = match node {
-        Some(TrieNode::Branch(children)) => children.len() * 33,
-        Some(TrieNode::Leaf(leaf)) => 64 + leaf.key.len(),
+/// The bytes a node is charged for (its map entry and what it holds on the heap).
+pub fn node_cost(row: Option<&TrieRow>) -> usize {
+    let body = match row {
+        Some(TrieRow::Branch(b)) => b.heap_bytes(),
+        Some(TrieRow::Lone(leaf)) => std::mem::size_of::<weft_primitives::LoneLeaf>() + leaf.key.len(),
         None => 0,
     };
-    32 + path.len() + body + 64
+    // The map entry (path and row) and the hash table's control byte, rounded up.
+    std::mem::size_of::<(NibblePath, Option<TrieRow>)>() + 8 + body
 }
 
 /// One context's nodes in memory.
@@ -92,8 +127,10 @@ struct ContextTrie {
     /// Nodes changed since the trie rows were last written; they shadow the store.
     dirty: NodeWrites,
     dirty_bytes: usize,
+    /// Keys changed since the trie rows were last written (the journal's length, in keys).
+    dirty_keys: usize,
     /// Stored branch nodes (never a dirty path).
-    clean: FastMap<Vec<u8>, TrieNode>,
+    clean: FastMap<NibblePath, TrieRow>,
     clean_bytes: usize,
     /// When `dirty` last grew.
     changed_at: Option<Instant>,
@@ -109,14 +146,111 @@ pub struct TrieMemory {
     clean_capacity: usize,
 }
 
+/// One context's memory lent to [`merkle::update`], with the rows it reads.
+struct Lent<'m, R> {
+    trie: &'m mut ContextTrie,
+    rows: &'m R,
+    error: Option<StoreError>,
+}
+
+impl<R: Fn(&NibblePath) -> Result<Option<TrieRow>, StoreError>> Nodes for Lent<'_, R> {
+    type Error = UpdateError;
+    fn take(&mut self, path: &NibblePath) -> Result<Option<TrieRow>, UpdateError> {
+        if let Some(entry) = self.trie.dirty.remove(path) {
+            self.trie.dirty_bytes -= node_cost(entry.as_ref());
+            return Ok(entry);
+        }
+        if let Some(row) = self.trie.clean.remove(path) {
+            self.trie.clean_bytes -= node_cost(Some(&row));
+            return Ok(Some(row));
+        }
+        (self.rows)(path).map_err(|e| {
+            self.error = Some(e);
+            UpdateError::Store
+        })
+    }
+    fn put(&mut self, path: NibblePath, row: Option<TrieRow>) {
+        self.trie.dirty_bytes += node_cost(row.as_ref());
+        if let Some(old) = self.trie.dirty.insert(path, row) {
+            self.trie.dirty_bytes -= node_cost(old.as_ref());
+        }
+    }
+}
+
+/// Why a trie update failed (inside [`TrieMemory::update`]).
+#[derive(Debug)]
+enum UpdateError {
+    Store,
+    Corrupt(Corrupt),
+}
+
+impl From<Corrupt> for UpdateError {
+    fn from(c: Corrupt) -> Self {
+        UpdateError::Corrupt(c)
+    }
+}
+
+/// Why [`TrieMemory::update`] failed. The context's memory is forgotten either way.
+#[derive(Debug, thiserror::Error)]
+pub enum TrieUpdateError {
+    /// A row could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The stored trie contradicts itself.
+    #[error(transparent)]
+    Corrupt(#[from] Corrupt),
+}
+
 impl TrieMemory {
     /// Empty, with a clean cache of at most `clean_capacity` bytes (0: no cache).
     pub fn new(clean_capacity: usize) -> Self {
         TrieMemory { contexts: FastMap::default(), dirty_bytes: 0, clean_bytes: 0, clean_capacity }
     }
 
+    /// Applies `changes` to a context's trie, reading the branches memory lacks from
+    /// `stored` (see [`merkle::update`]); the nodes it changes become dirty. Returns the new
+    /// root. On an error the context's memory is forgotten (and must be recovered before
+    /// its next use), since it may hold a half-changed trie.
+    pub fn update<B: Backend>(
+        &mut self,
+        stored: &StoredRows<'_, B>,
+        changes: Vec<Change<'_>>,
+    ) -> Result<Hash, TrieUpdateError> {
+        let context_id = stored.context_id;
+        let keys = changes.len();
+        let trie = self.contexts.entry(context_id).or_default();
+        let (dirty_before, clean_before) = (trie.dirty_bytes, trie.clean_bytes);
+        // Cleared while the trie is half-changed: should the update unwind (a bug), the
+        // context is recovered from its journal at next use instead of trusted.
+        let recovered = std::mem::replace(&mut trie.recovered, false);
+        let read = |path: &NibblePath| stored.get(path);
+        let mut lent = Lent { trie, rows: &read, error: None };
+        let result = merkle::update(&mut lent, changes);
+        let error = lent.error.take();
+        let trie = lent.trie;
+        self.dirty_bytes = self.dirty_bytes + trie.dirty_bytes - dirty_before;
+        self.clean_bytes = self.clean_bytes + trie.clean_bytes - clean_before;
+        match result {
+            Ok(root) => {
+                trie.recovered = recovered;
+                trie.dirty_keys += keys;
+                trie.changed_at = Some(Instant::now());
+                Ok(root)
+            }
+            Err(e) => {
+                self.forget(&context_id);
+                Err(match e {
+                    UpdateError::Corrupt(c) => TrieUpdateError::Corrupt(c),
+                    UpdateError::Store => TrieUpdateError::Store(
+                        error.unwrap_or_else(|| StoreError::Backend("a trie row could not be read".into())),
+                    ),
+                })
+            }
+        }
+    }
+
     /// What memory holds for `path`: a dirty node or removal, else a cached branch.
-    pub fn lookup(&self, context_id: &ContextId, path: &[u8]) -> Known {
+    pub fn lookup(&self, context_id: &ContextId, path: &NibblePath) -> Known {
         let trie = self.contexts.get(context_id)?;
         if let Some(node) = trie.dirty.get(path) {
             return Some(node.clone());
@@ -124,12 +258,12 @@ impl TrieMemory {
         trie.clean.get(path).map(|n| Some(n.clone()))
     }
 
-    /// Caches a branch read from the store (nothing for leaves, dirty paths or a full cache).
-    pub fn cache_stored(&mut self, context_id: &ContextId, path: &[u8], node: &TrieNode) {
-        if !matches!(node, TrieNode::Branch(_)) || self.clean_capacity == 0 {
+    /// Caches a row read from the store (nothing for dirty paths or a full cache).
+    pub fn cache_stored(&mut self, context_id: &ContextId, path: &NibblePath, row: &TrieRow) {
+        if self.clean_capacity == 0 {
             return;
         }
-        let cost = node_cost(path, Some(node));
+        let cost = node_cost(Some(row));
         if self.clean_bytes + cost > self.clean_capacity {
             return;
         }
@@ -137,39 +271,30 @@ impl TrieMemory {
         if trie.dirty.contains_key(path) || trie.clean.contains_key(path) {
             return;
         }
-        trie.clean.insert(path.to_vec(), node.clone());
+        trie.clean.insert(*path, row.clone());
         trie.clean_bytes += cost;
         self.clean_bytes += cost;
     }
 
-    /// Takes in the node changes of a committed batch: they become dirty (replacing what
-    /// memory held for their paths) until the next checkpoint of the context.
-    pub fn absorb(&mut self, context_id: &ContextId, writes: impl IntoIterator<Item = (Vec<u8>, Option<TrieNode>)>) {
+    /// Makes `rows` a context's dirty nodes (replacing what memory held for their paths):
+    /// for rows computed outside [`TrieMemory::update`] (a trie built from scratch).
+    pub fn absorb(&mut self, context_id: &ContextId, rows: impl IntoIterator<Item = (NibblePath, Option<TrieRow>)>) {
         let trie = self.contexts.entry(*context_id).or_default();
         let mut grew = false;
-        for (path, node) in writes {
-            let cost = node_cost(&path, node.as_ref());
-            match trie.dirty.entry(path) {
-                std::collections::hash_map::Entry::Occupied(mut slot) => {
-                    // Dirty already (so not clean): only the difference changes the totals.
-                    let old_cost = node_cost(slot.key(), slot.get().as_ref());
-                    slot.insert(node);
-                    trie.dirty_bytes = trie.dirty_bytes - old_cost + cost;
-                    self.dirty_bytes = self.dirty_bytes - old_cost + cost;
-                }
-                std::collections::hash_map::Entry::Vacant(slot) => {
-                    if !trie.clean.is_empty() {
-                        if let Some(old) = trie.clean.remove(slot.key()) {
-                            let old_cost = node_cost(slot.key(), Some(&old));
-                            trie.clean_bytes -= old_cost;
-                            self.clean_bytes -= old_cost;
-                        }
-                    }
-                    slot.insert(node);
-                    trie.dirty_bytes += cost;
-                    self.dirty_bytes += cost;
-                }
+        for (path, row) in rows {
+            if let Some(old) = trie.clean.remove(&path) {
+                let cost = node_cost(Some(&old));
+                trie.clean_bytes -= cost;
+                self.clean_bytes -= cost;
             }
+            let cost = node_cost(row.as_ref());
+            if let Some(old) = trie.dirty.insert(path, row) {
+                let old_cost = node_cost(old.as_ref());
+                trie.dirty_bytes -= old_cost;
+                self.dirty_bytes -= old_cost;
+            }
+            trie.dirty_bytes += cost;
+            self.dirty_bytes += cost;
             grew = true;
         }
         if grew {
@@ -184,20 +309,21 @@ impl TrieMemory {
     }
 
     /// After a checkpoint wrote a context's dirty nodes: they are clean now (branches stay
-    /// cached while there is room; leaves and removals are dropped).
+    /// cached while there is room; removals are dropped).
     pub fn settle(&mut self, context_id: &ContextId) {
         let Some(trie) = self.contexts.get_mut(context_id) else { return };
         self.dirty_bytes -= trie.dirty_bytes;
         trie.dirty_bytes = 0;
+        trie.dirty_keys = 0;
         trie.changed_at = None;
         // Drained, not replaced: the map keeps its capacity for the next round of changes.
-        for (path, node) in trie.dirty.drain() {
-            if let Some(node @ TrieNode::Branch(_)) = node {
-                let cost = node_cost(&path, Some(&node));
+        for (path, row) in trie.dirty.drain() {
+            if let Some(row) = row {
+                let cost = node_cost(Some(&row));
                 if self.clean_bytes + cost <= self.clean_capacity {
                     trie.clean_bytes += cost;
                     self.clean_bytes += cost;
-                    trie.clean.insert(path, node);
+                    trie.clean.insert(path, row);
                 }
             }
         }
@@ -218,12 +344,22 @@ impl TrieMemory {
         self.contexts.get(context_id).map_or(0, |t| t.dirty_bytes)
     }
 
+    /// Keys a context's trie took since its last checkpoint.
+    pub fn context_dirty_keys(&self, context_id: &ContextId) -> usize {
+        self.contexts.get(context_id).map_or(0, |t| t.dirty_keys)
+    }
+
     /// Contexts with dirty nodes, the most dirty bytes first.
     pub fn dirtiest(&self) -> Vec<ContextId> {
         let mut dirty: Vec<(usize, ContextId)> =
             self.contexts.iter().filter(|(_, t)| t.dirty_bytes > 0).map(|(id, t)| (t.dirty_bytes, *id)).collect();
         dirty.sort_unstable_by(|a, b| b.cmp(a));
         dirty.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// Contexts whose trie took more than `keys` keys since their last checkpoint.
+    pub fn over_keys(&self, keys: usize) -> Vec<ContextId> {
+        self.contexts.iter().filter(|(_, t)| t.dirty_keys > keys).map(|(id, _)| *id).collect()
     }
 
     /// Contexts whose dirty nodes have not changed since `before`.
@@ -246,7 +382,7 @@ impl TrieMemory {
     }
 
     /// Forgets everything memory holds for a context (its rows are about to be rewritten
-    /// whole, or it failed to recover).
+    /// whole, or memory may describe a trie the store does not: it must be recovered again).
     pub fn forget(&mut self, context_id: &ContextId) {
         if let Some(trie) = self.contexts.remove(context_id) {
             self.dirty_bytes -= trie.dirty_bytes;
@@ -258,64 +394,70 @@ impl TrieMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weft_primitives::{Hash, TrieLeaf};
+    use weft_primitives::{TrieBranch, TrieChild};
 
     const CTX: ContextId = ContextId::from_bytes([1; 32]);
 
-    fn branch(n: usize) -> TrieNode {
-        TrieNode::Branch((0..n as u8).map(|i| (i, Hash::digest(&[i]))).collect())
+    fn branch(n: u8) -> TrieRow {
+        let mut b = TrieBranch::new();
+        for i in 0..n {
+            b.set(i, TrieChild::Branch(Hash::digest(&[i])));
+        }
+        TrieRow::Branch(b)
+    }
+
+    fn path(nibbles: &[u8]) -> NibblePath {
+        NibblePath::from_nibbles(nibbles).expect("path")
     }
 
     #[test]
     fn dirty_shadows_clean_and_settles_into_it() {
         let mut mem = TrieMemory::new(1 << 20);
-        mem.cache_stored(&CTX, &[1], &branch(2));
-        assert_eq!(mem.lookup(&CTX, &[1]), Some(Some(branch(2))));
-        mem.absorb(&CTX, [(vec![1], Some(branch(3))), (vec![2], None)]);
-        assert_eq!(mem.lookup(&CTX, &[1]), Some(Some(branch(3))));
-        assert_eq!(mem.lookup(&CTX, &[2]), Some(None), "a removal is known, not a miss");
+        mem.cache_stored(&CTX, &path(&[1]), &branch(2));
+        assert_eq!(mem.lookup(&CTX, &path(&[1])), Some(Some(branch(2))));
+        mem.absorb(&CTX, [(path(&[1]), Some(branch(3))), (path(&[2]), None)]);
+        assert_eq!(mem.lookup(&CTX, &path(&[1])), Some(Some(branch(3))));
+        assert_eq!(mem.lookup(&CTX, &path(&[2])), Some(None), "a removal is known, not a miss");
         assert_eq!(mem.clean_bytes(), 0, "the clean copy of a dirty path is dropped");
-        let expected = node_cost(&[1], Some(&branch(3))) + node_cost(&[2], None);
+        let expected = node_cost(Some(&branch(3))) + node_cost(None);
         assert_eq!((mem.dirty_bytes(), mem.context_dirty_bytes(&CTX)), (expected, expected));
         mem.settle(&CTX);
         assert_eq!(mem.dirty_bytes(), 0);
-        assert_eq!(mem.lookup(&CTX, &[1]), Some(Some(branch(3))), "a written branch stays cached");
-        assert_eq!(mem.lookup(&CTX, &[2]), None, "a written removal is the store's to answer");
-        assert_eq!(mem.clean_bytes(), node_cost(&[1], Some(&branch(3))));
+        assert_eq!(mem.lookup(&CTX, &path(&[1])), Some(Some(branch(3))), "a written branch stays cached");
+        assert_eq!(mem.lookup(&CTX, &path(&[2])), None, "a written removal is the store's to answer");
+        assert_eq!(mem.clean_bytes(), node_cost(Some(&branch(3))));
     }
 
     #[test]
     fn replacing_a_dirty_node_charges_the_difference() {
         let mut mem = TrieMemory::new(0);
-        let leaf = TrieNode::Leaf(TrieLeaf::new(b"key", b"value"));
-        mem.absorb(&CTX, [(vec![3, 4], Some(branch(16)))]);
-        mem.absorb(&CTX, [(vec![3, 4], Some(leaf.clone()))]);
-        assert_eq!(mem.dirty_bytes(), node_cost(&[3, 4], Some(&leaf)));
-        mem.absorb(&CTX, [(vec![3, 4], None)]);
-        assert_eq!(mem.dirty_bytes(), node_cost(&[3, 4], None));
+        let lone = TrieRow::lone(b"key".to_vec(), Hash::digest(b"v"));
+        mem.absorb(&CTX, [(path(&[3, 4]), Some(branch(16)))]);
+        mem.absorb(&CTX, [(path(&[3, 4]), Some(lone.clone()))]);
+        assert_eq!(mem.dirty_bytes(), node_cost(Some(&lone)));
+        mem.absorb(&CTX, [(path(&[3, 4]), None)]);
+        assert_eq!(mem.dirty_bytes(), node_cost(None));
         mem.forget(&CTX);
         assert_eq!((mem.dirty_bytes(), mem.clean_bytes()), (0, 0));
     }
 
     #[test]
     fn the_clean_cache_never_passes_its_capacity() {
-        let cost = node_cost(&[0], Some(&branch(16)));
+        let cost = node_cost(Some(&branch(16)));
         let mut mem = TrieMemory::new(cost * 2);
         for i in 0..10u8 {
-            mem.cache_stored(&CTX, &[i], &branch(16));
+            mem.cache_stored(&CTX, &path(&[i]), &branch(16));
         }
         assert_eq!(mem.clean_bytes(), cost * 2);
-        mem.cache_stored(&CTX, &[20], &TrieNode::Leaf(TrieLeaf::new(b"k", b"v")));
-        assert_eq!(mem.lookup(&CTX, &[20]), None, "leaves are not cached");
     }
 
     #[test]
     fn dirtiest_and_idle_contexts() {
         let other = ContextId::from_bytes([2; 32]);
         let mut mem = TrieMemory::new(0);
-        mem.absorb(&CTX, [(vec![1], Some(branch(2)))]);
+        mem.absorb(&CTX, [(path(&[1]), Some(branch(2)))]);
         let between = Instant::now();
-        mem.absorb(&other, [(vec![1], Some(branch(16))), (vec![2], Some(branch(16)))]);
+        mem.absorb(&other, [(path(&[1]), Some(branch(16))), (path(&[2]), Some(branch(16)))]);
         assert_eq!(mem.dirtiest(), vec![other, CTX]);
         assert_eq!(mem.idle_since(between), vec![CTX]);
         mem.settle(&CTX);
