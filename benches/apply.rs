@@ -133,9 +133,10 @@ fn bench(c: &mut Criterion) {
                 let value = i.to_be_bytes();
                 let change = Change::put(&keys[(mix(i) % size) as usize], &value);
                 let root = memory.update(&stored, vec![change]).expect("update");
-                // The engine's checkpoint policy (`checkpoint_if_needed`).
+                // The engine's checkpoint policy (`checkpoint_if_needed`): past the dirty bytes,
+                // or once the journal holds more keys than the threshold and the trie.
                 if memory.dirty_bytes() > config.checkpoint_bytes
-                    || memory.context_dirty_keys(&ctx) > config.checkpoint_keys
+                    || memory.context_dirty_keys(&ctx) > config.checkpoint_keys.max(size as usize)
                 {
                     write_out(engine.store(), &ctx, &mut memory);
                 }
@@ -163,7 +164,7 @@ fn bench(c: &mut Criterion) {
 /// A checkpoint as the engine writes one: the context's dirty nodes in one batch, then clean.
 fn write_out(store: &Store<RocksBackend, Column>, ctx: &ContextId, memory: &mut TrieMemory) {
     let mut batch = store.batch();
-    stage_trie(ctx, memory.dirty(ctx).into_iter().flatten(), &mut batch);
+    stage_trie(ctx, memory.dirty(ctx), &mut batch);
     store.write(batch).expect("checkpoint");
     memory.settle(ctx);
 }

@@ -161,8 +161,9 @@ pub struct StorageConfig {
     /// Memory for Merkle trie nodes changed since they were last written, in MiB: past it
     /// the contexts holding the most are checkpointed (their nodes written out).
     pub trie_checkpoint_mb: u64,
-    /// Keys changed in one context since its trie was last written: past it the context is
-    /// checkpointed (bounds the trie journal replayed after a crash).
+    /// Keys changed in one context since its trie was last written: past it, and past the
+    /// context's own key count, the context is checkpointed (bounds the trie journal
+    /// replayed after a crash).
     pub trie_checkpoint_keys: u64,
 }
 
@@ -476,8 +477,9 @@ trie_cache_mb = {trie_cache_mb}
 # trie is rebuilt from a journal). Past this many MiB of them, the contexts
 # holding the most are checkpointed. Default 128.
 trie_checkpoint_mb = {trie_checkpoint_mb}
-# A context is also checkpointed once this many keys changed since its last
-# checkpoint: that bounds the journal replayed after a crash. Default 262144.
+# A context is also checkpointed once more keys changed since its last
+# checkpoint than this and than it holds: that bounds the journal replayed after
+# a crash. Default 262144.
 trie_checkpoint_keys = {trie_checkpoint_keys}
 
 [sync]

@@ -168,12 +168,7 @@ impl<B: Backend> ContextEngine<B> {
             // Every stored row goes; the rebuilt ones, staged after, are written over that.
             batch.delete_prefix(&MerkleNode::prefix(context_id))?;
         }
-        {
-            let memory = lock(&self.trie);
-            if let Some(dirty) = memory.dirty(context_id) {
-                stage_trie(context_id, dirty.iter(), &mut batch);
-            }
-        }
+        stage_trie(context_id, lock(&self.trie).dirty(context_id), &mut batch);
         batch.delete_prefix(&TrieJournal::prefix(context_id))?;
         if let Err(e) = self.store.write(batch) {
             lock(&self.trie).forget(context_id);
@@ -267,8 +262,10 @@ impl<B: Backend> ContextEngine<B> {
         let mut batch = self.store.batch();
         {
             let memory = lock(&self.trie);
-            let Some(dirty) = memory.dirty(context_id) else { return Ok(()) };
-            stage_trie(context_id, dirty.iter(), &mut batch);
+            if !memory.is_dirty(context_id) {
+                return Ok(());
+            }
+            stage_trie(context_id, memory.dirty(context_id), &mut batch);
         }
         batch.delete_prefix(&TrieJournal::prefix(context_id))?;
         self.store.write(batch)?;
@@ -297,12 +294,7 @@ impl<B: Backend> ContextEngine<B> {
         meta: &ContextMetaValue,
         status: &ContextStatusValue,
     ) -> Result<(), EngineError> {
-        {
-            let memory = lock(&self.trie);
-            if let Some(dirty) = memory.dirty(context_id) {
-                stage_trie(context_id, dirty.iter(), &mut batch);
-            }
-        }
+        stage_trie(context_id, lock(&self.trie).dirty(context_id), &mut batch);
         batch.delete_prefix(&TrieJournal::prefix(context_id))?;
         batch.put(&ContextMeta { context_id: *context_id }, meta);
         batch.put(&weft_store::schema::ContextStatus { context_id: *context_id }, status);
@@ -314,6 +306,7 @@ impl<B: Backend> ContextEngine<B> {
         let mut memory = lock(&self.trie);
         memory.settle(context_id);
         memory.mark_recovered(context_id);
+        memory.note_keys(context_id, status.key_count);
         Ok(())
     }
 

@@ -186,9 +186,10 @@ pub struct EngineConfig {
     /// Memory for Merkle trie nodes changed since they were last written: past it, the
     /// contexts with the most are checkpointed (see [`checkpoint`](self::checkpoint)).
     pub checkpoint_bytes: usize,
-    /// Most keys a context's trie takes between two checkpoints: past it the context is
-    /// checkpointed. This bounds its trie journal, and so the work of recovering the trie
-    /// after a crash, even for a context whose whole trie fits in `checkpoint_bytes`.
+    /// Keys a context's trie takes between two checkpoints: past it and past the context's
+    /// own key count, the context is checkpointed. This bounds its trie journal, and so the
+    /// work of recovering the trie after a crash, even for a context whose whole trie fits
+    /// in `checkpoint_bytes` (see `TrieMemory::over_keys`).
     pub checkpoint_keys: usize,
 }
 
@@ -729,6 +730,7 @@ impl<B: Backend> ContextEngine<B> {
             lock(&self.trie).forget(context_id);
             return Err(e.into());
         }
+        lock(&self.trie).note_keys(context_id, status.key_count);
         // The run is committed whatever happens here: a failed checkpoint leaves the nodes
         // dirty (and journaled), to be written by a later one.
         if let Err(e) = self.checkpoint_if_needed() {

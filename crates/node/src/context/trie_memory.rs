@@ -31,9 +31,6 @@ use super::merkle::{self, Change, Corrupt, LogicalTrie, NibblePath, Nodes, RowSo
 /// as several per cent of the apply path. Keys are trie paths and application keys.
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Trie node changes by path (`None`: the node was removed).
-pub type NodeWrites = FastMap<NibblePath, Option<TrieRow>>;
-
 /// What memory knows of a path: a node (or its absence) to use as is, or nothing (read the
 /// store).
 pub type Known = Option<Option<TrieRow>>;
@@ -121,21 +118,55 @@ pub fn node_cost(row: Option<&TrieRow>) -> usize {
     std::mem::size_of::<(NibblePath, Option<TrieRow>)>() + 8 + body
 }
 
-/// One context's nodes in memory.
+/// A node in memory: changed since the context's last checkpoint (`dirty`; `None` for a
+/// removed node, which shadows its stored row), or a cached copy of its stored row.
+struct Slot {
+    row: Option<TrieRow>,
+    dirty: bool,
+}
+
+/// One context's nodes in memory: dirty and cached nodes in one map, so a lookup is one
+/// probe.
 #[derive(Default)]
 struct ContextTrie {
-    /// Nodes changed since the trie rows were last written; they shadow the store.
-    dirty: NodeWrites,
+    nodes: FastMap<NibblePath, Slot>,
     dirty_bytes: usize,
     /// Keys changed since the trie rows were last written (the journal's length, in keys).
     dirty_keys: usize,
-    /// Stored branch nodes (never a dirty path).
-    clean: FastMap<NibblePath, TrieRow>,
     clean_bytes: usize,
-    /// When `dirty` last grew.
+    /// The context's live keys, as the engine last said (see [`TrieMemory::note_keys`]).
+    live_keys: u64,
+    /// When a dirty node last changed.
     changed_at: Option<Instant>,
     /// The trie journal was replayed in this process (see `ContextEngine::trie_view`).
     recovered: bool,
+}
+
+impl ContextTrie {
+    /// Takes the slot at `path` out, with its accounting.
+    fn take(&mut self, path: &NibblePath) -> Option<Option<TrieRow>> {
+        let slot = self.nodes.remove(path)?;
+        let cost = node_cost(slot.row.as_ref());
+        if slot.dirty {
+            self.dirty_bytes -= cost;
+        } else {
+            self.clean_bytes -= cost;
+        }
+        Some(slot.row)
+    }
+
+    /// Leaves `row` at `path`, dirty.
+    fn put_dirty(&mut self, path: NibblePath, row: Option<TrieRow>) {
+        self.dirty_bytes += node_cost(row.as_ref());
+        if let Some(old) = self.nodes.insert(path, Slot { row, dirty: true }) {
+            let cost = node_cost(old.row.as_ref());
+            if old.dirty {
+                self.dirty_bytes -= cost;
+            } else {
+                self.clean_bytes -= cost;
+            }
+        }
+    }
 }
 
 /// Every context's dirty and clean trie nodes (see the module docs).
@@ -156,13 +187,8 @@ struct Lent<'m, R> {
 impl<R: Fn(&NibblePath) -> Result<Option<TrieRow>, StoreError>> Nodes for Lent<'_, R> {
     type Error = UpdateError;
     fn take(&mut self, path: &NibblePath) -> Result<Option<TrieRow>, UpdateError> {
-        if let Some(entry) = self.trie.dirty.remove(path) {
-            self.trie.dirty_bytes -= node_cost(entry.as_ref());
-            return Ok(entry);
-        }
-        if let Some(row) = self.trie.clean.remove(path) {
-            self.trie.clean_bytes -= node_cost(Some(&row));
-            return Ok(Some(row));
+        if let Some(row) = self.trie.take(path) {
+            return Ok(row);
         }
         (self.rows)(path).map_err(|e| {
             self.error = Some(e);
@@ -170,10 +196,7 @@ impl<R: Fn(&NibblePath) -> Result<Option<TrieRow>, StoreError>> Nodes for Lent<'
         })
     }
     fn put(&mut self, path: NibblePath, row: Option<TrieRow>) {
-        self.trie.dirty_bytes += node_cost(row.as_ref());
-        if let Some(old) = self.trie.dirty.insert(path, row) {
-            self.trie.dirty_bytes -= node_cost(old.as_ref());
-        }
+        self.trie.put_dirty(path, row);
     }
 }
 
@@ -251,14 +274,10 @@ impl TrieMemory {
 
     /// What memory holds for `path`: a dirty node or removal, else a cached branch.
     pub fn lookup(&self, context_id: &ContextId, path: &NibblePath) -> Known {
-        let trie = self.contexts.get(context_id)?;
-        if let Some(node) = trie.dirty.get(path) {
-            return Some(node.clone());
-        }
-        trie.clean.get(path).map(|n| Some(n.clone()))
+        self.contexts.get(context_id)?.nodes.get(path).map(|slot| slot.row.clone())
     }
 
-    /// Caches a row read from the store (nothing for dirty paths or a full cache).
+    /// Caches a row read from the store (nothing for a path memory holds or a full cache).
     pub fn cache_stored(&mut self, context_id: &ContextId, path: &NibblePath, row: &TrieRow) {
         if self.clean_capacity == 0 {
             return;
@@ -268,10 +287,10 @@ impl TrieMemory {
             return;
         }
         let trie = self.contexts.entry(*context_id).or_default();
-        if trie.dirty.contains_key(path) || trie.clean.contains_key(path) {
+        if trie.nodes.contains_key(path) {
             return;
         }
-        trie.clean.insert(*path, row.clone());
+        trie.nodes.insert(*path, Slot { row: Some(row.clone()), dirty: false });
         trie.clean_bytes += cost;
         self.clean_bytes += cost;
     }
@@ -280,23 +299,14 @@ impl TrieMemory {
     /// for rows computed outside [`TrieMemory::update`] (a trie built from scratch).
     pub fn absorb(&mut self, context_id: &ContextId, rows: impl IntoIterator<Item = (NibblePath, Option<TrieRow>)>) {
         let trie = self.contexts.entry(*context_id).or_default();
+        let (dirty_before, clean_before) = (trie.dirty_bytes, trie.clean_bytes);
         let mut grew = false;
         for (path, row) in rows {
-            if let Some(old) = trie.clean.remove(&path) {
-                let cost = node_cost(Some(&old));
-                trie.clean_bytes -= cost;
-                self.clean_bytes -= cost;
-            }
-            let cost = node_cost(row.as_ref());
-            if let Some(old) = trie.dirty.insert(path, row) {
-                let old_cost = node_cost(old.as_ref());
-                trie.dirty_bytes -= old_cost;
-                self.dirty_bytes -= old_cost;
-            }
-            trie.dirty_bytes += cost;
-            self.dirty_bytes += cost;
+            trie.put_dirty(path, row);
             grew = true;
         }
+        self.dirty_bytes = self.dirty_bytes + trie.dirty_bytes - dirty_before;
+        self.clean_bytes = self.clean_bytes + trie.clean_bytes - clean_before;
         if grew {
             trie.changed_at = Some(Instant::now());
         }
@@ -304,8 +314,16 @@ impl TrieMemory {
 
     /// A context's dirty nodes (to write at a checkpoint); they stay dirty until
     /// [`TrieMemory::settle`].
-    pub fn dirty(&self, context_id: &ContextId) -> Option<&NodeWrites> {
-        self.contexts.get(context_id).map(|t| &t.dirty).filter(|d| !d.is_empty())
+    pub fn dirty(&self, context_id: &ContextId) -> impl Iterator<Item = (&NibblePath, &Option<TrieRow>)> {
+        self.contexts
+            .get(context_id)
+            .into_iter()
+            .flat_map(|t| t.nodes.iter().filter(|(_, slot)| slot.dirty).map(|(path, slot)| (path, &slot.row)))
+    }
+
+    /// Whether a context has dirty nodes.
+    pub fn is_dirty(&self, context_id: &ContextId) -> bool {
+        self.contexts.get(context_id).is_some_and(|t| t.dirty_bytes > 0)
     }
 
     /// After a checkpoint wrote a context's dirty nodes: they are clean now (branches stay
@@ -316,17 +334,23 @@ impl TrieMemory {
         trie.dirty_bytes = 0;
         trie.dirty_keys = 0;
         trie.changed_at = None;
-        // Drained, not replaced: the map keeps its capacity for the next round of changes.
-        for (path, row) in trie.dirty.drain() {
-            if let Some(row) = row {
-                let cost = node_cost(Some(&row));
-                if self.clean_bytes + cost <= self.clean_capacity {
-                    trie.clean_bytes += cost;
-                    self.clean_bytes += cost;
-                    trie.clean.insert(path, row);
-                }
+        let (capacity, mut clean_bytes) = (self.clean_capacity, self.clean_bytes);
+        let mut context_clean = trie.clean_bytes;
+        trie.nodes.retain(|_, slot| {
+            if !slot.dirty {
+                return true;
             }
-        }
+            let cost = node_cost(slot.row.as_ref());
+            if slot.row.is_none() || clean_bytes + cost > capacity {
+                return false;
+            }
+            slot.dirty = false;
+            clean_bytes += cost;
+            context_clean += cost;
+            true
+        });
+        trie.clean_bytes = context_clean;
+        self.clean_bytes = clean_bytes;
     }
 
     /// Bytes of dirty nodes over every context.
@@ -349,6 +373,13 @@ impl TrieMemory {
         self.contexts.get(context_id).map_or(0, |t| t.dirty_keys)
     }
 
+    /// Records how many live keys a context holds (see [`TrieMemory::over_keys`]).
+    pub fn note_keys(&mut self, context_id: &ContextId, live_keys: u64) {
+        if let Some(trie) = self.contexts.get_mut(context_id) {
+            trie.live_keys = live_keys;
+        }
+    }
+
     /// Contexts with dirty nodes, the most dirty bytes first.
     pub fn dirtiest(&self) -> Vec<ContextId> {
         let mut dirty: Vec<(usize, ContextId)> =
@@ -357,9 +388,16 @@ impl TrieMemory {
         dirty.into_iter().map(|(_, id)| id).collect()
     }
 
-    /// Contexts whose trie took more than `keys` keys since their last checkpoint.
+    /// Contexts whose trie took more keys since their last checkpoint than `keys` and than
+    /// they hold: replaying a journal that long would cost more than rebuilding the trie
+    /// from the state, while a checkpoint (one write per branch at most, about a third of
+    /// the keys) is spread over at least as many keys as the trie has.
     pub fn over_keys(&self, keys: usize) -> Vec<ContextId> {
-        self.contexts.iter().filter(|(_, t)| t.dirty_keys > keys).map(|(id, _)| *id).collect()
+        self.contexts
+            .iter()
+            .filter(|(_, t)| t.dirty_keys > keys.max(usize::try_from(t.live_keys).unwrap_or(usize::MAX)))
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Contexts whose dirty nodes have not changed since `before`.
