@@ -445,11 +445,14 @@ impl BorshDeserialize for TrieRow {
                 if present == 0 || leaves & !present != 0 {
                     return Err(invalid(format!("trie branch with children {present:#06x} and leaves {leaves:#06x}")));
                 }
-                let mut data = vec![0u8; 32 * present.count_ones() as usize];
-                reader.read_exact(&mut data)?;
+                let mut hashes = vec![0u8; 32 * present.count_ones() as usize];
+                reader.read_exact(&mut hashes)?;
                 let keys: Vec<Vec<u8>> = (0..leaves.count_ones())
                     .map(|_| Vec::<u8>::deserialize_reader(reader))
                     .collect::<Result<_, _>>()?;
+                // Exactly its size: the engine charges a node's memory by its buffer's capacity.
+                let mut data = Vec::with_capacity(hashes.len() + keys.iter().map(|k| 4 + k.len()).sum::<usize>());
+                data.extend_from_slice(&hashes);
                 for key in &keys {
                     let len = u32::try_from(key.len()).map_err(|_| invalid("a trie key over 4 GiB".into()))?;
                     data.extend_from_slice(&len.to_le_bytes());
