@@ -717,7 +717,9 @@ impl<B: Backend> ContextEngine<B> {
         if failed {
             // Its trie changes were forgotten with the rest of the context's trie memory.
             lock(&self.trie).forget(context_id);
-            return Err(EngineError::Inconsistent("the run's trie update failed; nothing of it was written".into()));
+            return Err(EngineError::Store(StoreError::Backend(
+                "a trie update of the run failed, so nothing of the run was written".into(),
+            )));
         }
         if applied == 0 {
             return Ok(());
