@@ -39,7 +39,7 @@ use weft_store::{Backend, PrefixBy, RawTail, Read, Store, StoreError, WriteBatch
 
 use super::delta::{check_shape, check_signature, check_signatures, sign_delta, DeltaLimits, InvalidDelta};
 use super::merkle::{self, Change, NibblePath, TrieRow};
-use super::trie_memory::{FastMap, StoredRows, TrieMemory};
+use super::trie_memory::{FastMap, TrieMemory};
 
 // Merkle repair lives in its own file, as a child of this module (it needs the engine's
 // apply lock, trie cache and helpers).
@@ -715,8 +715,8 @@ impl<B: Backend> ContextEngine<B> {
     fn commit(&self, context_id: &ContextId, run: Run<'_, B>) -> Result<(), EngineError> {
         let Run { mut batch, meta, status, applied, failed, .. } = run;
         if failed {
-            // Its trie changes were forgotten with the rest of the context's trie memory.
-            lock(&self.trie).forget(context_id);
+            // Its trie changes were forgotten with the rest of the context's trie memory when
+            // the update failed (see `TrieMemory::update`).
             return Err(EngineError::Store(StoreError::Backend(
                 "a trie update of the run failed, so nothing of the run was written".into(),
             )));
@@ -850,18 +850,13 @@ impl<B: Backend> ContextEngine<B> {
         local: bool,
         was_pending: bool,
     ) -> Result<Applied, EngineError> {
-        if run.failed {
-            return Err(EngineError::Inconsistent("the run's trie update failed".into()));
-        }
         let exactly_on_parents = run.meta.dag_heads == delta.parents;
 
         // Reads (fallible): current versions, then the trie update.
         let merged = self.merge_actions(context_id, delta, run)?;
-        self.ensure_recovered(context_id)?;
-        let stored = StoredRows { store: &self.store, context_id: *context_id };
         // The trie memory changes in place; should this fail, the memory is forgotten and the
         // run (whose earlier deltas' changes it held) must not be committed.
-        let root = lock(&self.trie).update(&stored, merged.changes).inspect_err(|_| run.failed = true)?;
+        let root = self.update_trie(context_id, merged.changes).inspect_err(|_| run.failed = true)?;
         let Merged { winners, versions, key_count, .. } = merged;
 
         // Staging (infallible from here on).

@@ -455,24 +455,6 @@ impl<R: RowSource> TrieStore for LogicalTrie<R> {
     }
 }
 
-/// A [`MemoryTrie`] with the values of its keys: a [`RowSource`] for tests.
-pub struct MemoryRows<'a> {
-    /// The rows.
-    pub trie: &'a MemoryTrie,
-    /// The state: key → value.
-    pub values: &'a BTreeMap<Vec<u8>, Vec<u8>>,
-}
-
-impl RowSource for MemoryRows<'_> {
-    type Error = std::convert::Infallible;
-    fn row(&self, path: &NibblePath) -> Result<Option<TrieRow>, Self::Error> {
-        Ok(self.trie.0.get(path).cloned())
-    }
-    fn value_hash(&self, key: &[u8]) -> Result<Option<Hash>, Self::Error> {
-        Ok(self.values.get(key).map(|v| Hash::digest(v)))
-    }
-}
-
 /// Where two tries differ (see [`diff`]).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct TrieDiff {
@@ -575,6 +557,22 @@ mod tests {
     use proptest::prelude::*;
 
     type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+    /// A [`MemoryTrie`] with the values of its keys: a [`RowSource`] for tests.
+    struct MemoryRows<'a> {
+        trie: &'a MemoryTrie,
+        values: &'a BTreeMap<Vec<u8>, Vec<u8>>,
+    }
+
+    impl RowSource for MemoryRows<'_> {
+        type Error = std::convert::Infallible;
+        fn row(&self, path: &NibblePath) -> Result<Option<TrieRow>, Self::Error> {
+            Ok(self.trie.0.get(path).cloned())
+        }
+        fn value_hash(&self, key: &[u8]) -> Result<Option<Hash>, Self::Error> {
+            Ok(self.values.get(key).map(|v| Hash::digest(v)))
+        }
+    }
 
     fn scratch(model: &Model) -> MemoryTrie {
         build_trie(model.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))).0

@@ -178,19 +178,19 @@ pub struct TrieMemory {
 }
 
 /// One context's memory lent to [`merkle::update`], with the rows it reads.
-struct Lent<'m, R> {
+struct Lent<'m, 's, B: Backend> {
     trie: &'m mut ContextTrie,
-    rows: &'m R,
+    stored: &'m StoredRows<'s, B>,
     error: Option<StoreError>,
 }
 
-impl<R: Fn(&NibblePath) -> Result<Option<TrieRow>, StoreError>> Nodes for Lent<'_, R> {
+impl<B: Backend> Nodes for Lent<'_, '_, B> {
     type Error = UpdateError;
     fn take(&mut self, path: &NibblePath) -> Result<Option<TrieRow>, UpdateError> {
         if let Some(row) = self.trie.take(path) {
             return Ok(row);
         }
-        (self.rows)(path).map_err(|e| {
+        self.stored.get(path).map_err(|e| {
             self.error = Some(e);
             UpdateError::Store
         })
@@ -246,8 +246,7 @@ impl TrieMemory {
         // Cleared while the trie is half-changed: should the update unwind (a bug), the
         // context is recovered from its journal at next use instead of trusted.
         let recovered = std::mem::replace(&mut trie.recovered, false);
-        let read = |path: &NibblePath| stored.get(path);
-        let mut lent = Lent { trie, rows: &read, error: None };
+        let mut lent = Lent { trie, stored, error: None };
         let result = merkle::update(&mut lent, changes);
         let error = lent.error.take();
         let trie = lent.trie;
