@@ -202,11 +202,6 @@ impl TrieBranch {
         self.present == 0
     }
 
-    /// Bit `n` set: child `n` exists.
-    pub fn present_mask(&self) -> u16 {
-        self.present
-    }
-
     /// Bit `n` set: child `n` is a leaf.
     pub fn leaf_mask(&self) -> u16 {
         self.leaves

@@ -69,11 +69,6 @@ impl NibblePath {
         usize::from(self.len)
     }
 
-    /// Whether this is the root's path.
-    pub fn is_root(&self) -> bool {
-        self.len == 0
-    }
-
     /// Nibble `i` (0 past the end).
     pub fn get(&self, i: usize) -> u8 {
         if i >= self.depth() {
