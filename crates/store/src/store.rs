@@ -213,8 +213,14 @@ impl<B: Backend, S: ColumnSet> Store<B, S> {
 
     /// Starts a batch.
     pub fn batch(&self) -> WriteBatch<'_, B, S> {
+        self.batch_with_capacity(0)
+    }
+
+    /// Starts a batch expected to hold about `bytes` of keys and values (a hint: RocksDB
+    /// then sizes its buffer once; a large batch built without it is copied as it grows).
+    pub fn batch_with_capacity(&self, bytes: usize) -> WriteBatch<'_, B, S> {
         WriteBatch {
-            raw: self.backend.batch(),
+            raw: if bytes == 0 { self.backend.batch() } else { self.backend.batch_with_capacity(bytes) },
             preconditions: Vec::new(),
             key: Vec::new(),
             value: Vec::new(),

@@ -109,6 +109,18 @@ fn batch_is_atomic_across_columns<B: Backend>(s: &Store<B, Cols>) {
     assert!(matches!(s.write(b), Err(StoreError::Conflict { .. })));
     assert_eq!(s.get(&entry(5, 9)).unwrap(), None);
     assert_eq!(s.get(&Chunk { owner: 5, name: RawTail(b"never".to_vec()) }).unwrap(), None);
+
+    // A capacity hint, too small or generous, changes nothing but the buffer.
+    for capacity in [1, 64, 1 << 20] {
+        let mut b = s.batch_with_capacity(capacity);
+        for i in 0..100u64 {
+            b.put(&entry(12, i), &format!("{capacity}-{i}"));
+        }
+        b.delete(&entry(12, 7));
+        s.write(b).unwrap();
+        assert_eq!(s.get(&entry(12, 99)).unwrap(), Some(format!("{capacity}-99")));
+        assert_eq!(s.get(&entry(12, 7)).unwrap(), None);
+    }
 }
 
 fn put_if_absent_and_cas<B: Backend>(s: &Store<B, Cols>) {

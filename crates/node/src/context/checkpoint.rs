@@ -163,7 +163,7 @@ impl<B: Backend> ContextEngine<B> {
             let rows = self.rebuild_trie(context_id, &meta)?;
             self.replace_trie(context_id, rows);
         }
-        let mut batch = self.store.batch();
+        let mut batch = self.store.batch_with_capacity(lock(&self.trie).context_dirty_bytes(context_id));
         if !replayed {
             // Every stored row goes; the rebuilt ones, staged after, are written over that.
             batch.delete_prefix(&MerkleNode::prefix(context_id))?;
@@ -259,12 +259,15 @@ impl<B: Backend> ContextEngine<B> {
     }
 
     fn checkpoint_locked(&self, context_id: &ContextId) -> Result<(), EngineError> {
-        let mut batch = self.store.batch();
+        let mut batch;
         {
             let memory = lock(&self.trie);
             if !memory.is_dirty(context_id) {
                 return Ok(());
             }
+            // The nodes' memory cost is a little above their encoded size: the batch is
+            // sized once (a checkpoint of a 1M-key trie is some 70 MB of rows).
+            batch = self.store.batch_with_capacity(memory.context_dirty_bytes(context_id));
             stage_trie(context_id, memory.dirty(context_id), &mut batch);
         }
         batch.delete_prefix(&TrieJournal::prefix(context_id))?;

@@ -97,6 +97,12 @@ pub trait Backend: RawRead + Send + Sync + 'static {
 
     /// Starts an empty batch.
     fn batch(&self) -> Self::Batch<'_>;
+    /// Starts an empty batch expected to grow to about `bytes` (a hint: a backend that
+    /// keeps its batch in one buffer sizes it once instead of growing it by copies).
+    fn batch_with_capacity(&self, bytes: usize) -> Self::Batch<'_> {
+        let _ = bytes;
+        self.batch()
+    }
     /// Applies a batch atomically. If a precondition does not hold, nothing is written and the
     /// index of the failed precondition is returned as `Ok(Err(i))`.
     fn write(&self, batch: Self::Batch<'_>, preconditions: &[Precondition]) -> Result<Result<(), usize>>;

@@ -517,6 +517,15 @@ impl Backend for RocksBackend {
         RocksBatch { backend: self, batch: WriteBatch::default(), handles: vec![None; self.names.len()], missing: None }
     }
 
+    fn batch_with_capacity(&self, bytes: usize) -> RocksBatch<'_> {
+        RocksBatch {
+            backend: self,
+            batch: WriteBatch::with_capacity_bytes(bytes),
+            handles: vec![None; self.names.len()],
+            missing: None,
+        }
+    }
+
     fn write(&self, batch: RocksBatch<'_>, preconditions: &[Precondition]) -> Result<Result<(), usize>> {
         if let Some(column) = batch.missing {
             return Err(StoreError::Backend(format!("batch used unknown column {column}")));
