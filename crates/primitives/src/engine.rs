@@ -168,7 +168,7 @@ pub enum TrieChild<'a> {
 /// leaf's application key. Leaves have no rows of their own: a leaf lives in its parent, so
 /// it moves up or down the trie without being read or written.
 ///
-/// Compact in memory (a trie of n keys has about n / 3 branches, most of them near the
+/// Compact in memory (a trie of n keys has about n / 2.8 branches, most of them near the
 /// bottom with two or three children): one buffer holds the present children's hashes in
 /// nibble order, then each leaf child's key length (`u32` LE), then the keys.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
