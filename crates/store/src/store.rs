@@ -220,7 +220,7 @@ impl<B: Backend, S: ColumnSet> Store<B, S> {
     /// then sizes its buffer once; a large batch built without it is copied as it grows).
     pub fn batch_with_capacity(&self, bytes: usize) -> WriteBatch<'_, B, S> {
         WriteBatch {
-            raw: if bytes == 0 { self.backend.batch() } else { self.backend.batch_with_capacity(bytes) },
+            raw: self.backend.batch_with_capacity(bytes),
             preconditions: Vec::new(),
             key: Vec::new(),
             value: Vec::new(),

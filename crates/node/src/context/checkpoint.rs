@@ -163,12 +163,16 @@ impl<B: Backend> ContextEngine<B> {
             let rows = self.rebuild_trie(context_id, &meta)?;
             self.replace_trie(context_id, rows);
         }
-        let mut batch = self.store.batch_with_capacity(lock(&self.trie).context_dirty_bytes(context_id));
-        if !replayed {
-            // Every stored row goes; the rebuilt ones, staged after, are written over that.
-            batch.delete_prefix(&MerkleNode::prefix(context_id))?;
+        let mut batch;
+        {
+            let memory = lock(&self.trie);
+            batch = self.store.batch_with_capacity(memory.context_dirty_bytes(context_id));
+            if !replayed {
+                // Every stored row goes; the rebuilt ones, staged after, are written over that.
+                batch.delete_prefix(&MerkleNode::prefix(context_id))?;
+            }
+            stage_trie(context_id, memory.dirty(context_id), &mut batch);
         }
-        stage_trie(context_id, lock(&self.trie).dirty(context_id), &mut batch);
         batch.delete_prefix(&TrieJournal::prefix(context_id))?;
         if let Err(e) = self.store.write(batch) {
             lock(&self.trie).forget(context_id);

@@ -514,7 +514,8 @@ impl Backend for RocksBackend {
     type Batch<'a> = RocksBatch<'a>;
 
     fn batch(&self) -> RocksBatch<'_> {
-        RocksBatch { backend: self, batch: WriteBatch::default(), handles: vec![None; self.names.len()], missing: None }
+        // RocksDB's WriteBatch with no reserved bytes is its default one.
+        self.batch_with_capacity(0)
     }
 
     fn batch_with_capacity(&self, bytes: usize) -> RocksBatch<'_> {
