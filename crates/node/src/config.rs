@@ -396,6 +396,7 @@ impl NodeConfig {
             trie_cache_bytes: mib_to_bytes(self.storage.trie_cache_mb),
             checkpoint_bytes: mib_to_bytes(self.storage.trie_checkpoint_mb),
             checkpoint_keys: usize::try_from(self.storage.trie_checkpoint_keys).unwrap_or(usize::MAX),
+            ..EngineConfig::default()
         }
     }
 

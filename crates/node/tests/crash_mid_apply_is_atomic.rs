@@ -1,8 +1,9 @@
 //! A process killed (SIGKILL) while applying deltas leaves, after reopening, either all of a
 //! delta or none of it: the stored root equals the root recomputed from the state rows, and
 //! the counters equal the rows they count. The writer checkpoints its Merkle trie every few
-//! deltas (a small threshold), so the kill lands before, during or between checkpoints; after
-//! reopening, the trie journal is replayed and the stored trie rows equal a scratch build.
+//! deltas (a small threshold, written in the background), so the kill lands before, during
+//! or between checkpoints; after reopening, the trie journal is replayed and the stored trie
+//! rows equal a scratch build.
 
 mod common;
 
@@ -25,8 +26,11 @@ fn crash_child_writer() {
     };
     let backend = RocksBackend::open::<Column>(std::path::Path::new(&dir), &RocksConfig::default()).expect("open");
     // A checkpoint every few deltas (each changes tens of KiB of trie nodes), so a kill
-    // usually finds a journal to replay and sometimes lands in a checkpoint.
-    let config = EngineConfig { checkpoint_bytes: 256 << 10, ..EngineConfig::default() };
+    // usually finds a journal to replay and sometimes lands in a checkpoint. They are
+    // written on a thread of their own (past 64 KiB), as large ones are, so the kill also
+    // finds deltas applied while a checkpoint was being written.
+    let config =
+        EngineConfig { checkpoint_bytes: 256 << 10, background_checkpoint_bytes: 64 << 10, ..EngineConfig::default() };
     let engine = ContextEngine::new(Store::open(backend).expect("store"), config);
     let _ = engine.create_context(CTX, app());
     let secret = SecretKey::from_bytes(&[3; 32]);

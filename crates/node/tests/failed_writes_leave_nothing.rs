@@ -10,18 +10,16 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use common::{app, CTX};
+use common::{app, Hooked, Hooks, CTX};
 use proptest::prelude::*;
 use weft_node::context::{AnyAuthor, ContextEngine, EngineConfig, EngineError};
 use weft_primitives::{Action, ContextDagDeltaValue, SecretKey};
-use weft_store::backend::{Precondition, RawRange};
 use weft_store::schema::Column;
-use weft_store::{Backend, MemoryBackend, RawRead, Store, StoreError};
+use weft_store::{MemoryBackend, Store, StoreError};
 
-/// A backend whose writes or point reads fail on demand: the write (or read) `n` from now
+/// Hooks whose writes or point reads fail on demand: the write (or read) `n` from now
 /// fails, with nothing written (or read).
 struct Flaky {
-    inner: MemoryBackend,
     /// Writes left before the one that fails (`usize::MAX`: none fails).
     fail_in: AtomicUsize,
     /// Point reads (`get`, `multi_get`) left before the one that fails.
@@ -32,14 +30,13 @@ struct Flaky {
 }
 
 impl Flaky {
-    fn new() -> Self {
-        Flaky {
-            inner: MemoryBackend::new::<Column>(),
+    fn new() -> Hooked<Self> {
+        Hooked::new(Flaky {
             fail_in: AtomicUsize::new(usize::MAX),
             fail_reads_in: AtomicUsize::new(usize::MAX),
             reads: AtomicUsize::new(0),
             writes: AtomicUsize::new(0),
-        }
+        })
     }
 
     fn fail_after(&self, writes: usize) {
@@ -65,63 +62,20 @@ fn fails(counter: &AtomicUsize) -> bool {
     false
 }
 
-impl RawRead for Flaky {
-    type Cursor<'a>
-        = <MemoryBackend as RawRead>::Cursor<'a>
-    where
-        Self: 'a;
-
-    fn get(&self, column: usize, key: &[u8]) -> weft_store::Result<Option<Vec<u8>>> {
+impl Hooks for Flaky {
+    fn before_read(&self) -> weft_store::Result<()> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         if fails(&self.fail_reads_in) {
             return Err(StoreError::Backend("injected read failure".into()));
         }
-        self.inner.get(column, key)
+        Ok(())
     }
-    fn multi_get(&self, column: usize, keys: &[&[u8]]) -> weft_store::Result<Vec<Option<Vec<u8>>>> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        if fails(&self.fail_reads_in) {
-            return Err(StoreError::Backend("injected read failure".into()));
-        }
-        self.inner.multi_get(column, keys)
-    }
-    fn cursor(&self, column: usize, range: &RawRange) -> weft_store::Result<Self::Cursor<'_>> {
-        self.inner.cursor(column, range)
-    }
-}
-
-impl Backend for Flaky {
-    type Snapshot<'a>
-        = <MemoryBackend as Backend>::Snapshot<'a>
-    where
-        Self: 'a;
-    type OwnedSnapshot = <MemoryBackend as Backend>::OwnedSnapshot;
-    type Batch<'a>
-        = <MemoryBackend as Backend>::Batch<'a>
-    where
-        Self: 'a;
-
-    fn batch(&self) -> Self::Batch<'_> {
-        self.inner.batch()
-    }
-    fn write(&self, batch: Self::Batch<'_>, preconditions: &[Precondition]) -> weft_store::Result<Result<(), usize>> {
+    fn before_write(&self) -> weft_store::Result<()> {
         self.writes.fetch_add(1, Ordering::SeqCst);
         if fails(&self.fail_in) {
             return Err(StoreError::Backend("injected write failure".into()));
         }
-        self.inner.write(batch, preconditions)
-    }
-    fn snapshot(&self) -> Self::Snapshot<'_> {
-        self.inner.snapshot()
-    }
-    fn owned_snapshot(&self) -> Self::OwnedSnapshot {
-        self.inner.owned_snapshot()
-    }
-    fn compact(&self, column: usize) -> weft_store::Result<()> {
-        self.inner.compact(column)
-    }
-    fn flush(&self) -> weft_store::Result<()> {
-        self.inner.flush()
+        Ok(())
     }
 }
 

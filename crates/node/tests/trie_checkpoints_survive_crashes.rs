@@ -19,12 +19,25 @@ use weft_store::{MemoryBackend, PrefixBy, Read, Store};
 type MemoryStore = Arc<Store<MemoryBackend, Column>>;
 
 fn engine_over(store: &MemoryStore, checkpoint_bytes: usize) -> ContextEngine<MemoryBackend> {
-    ContextEngine::new(store.clone(), EngineConfig { checkpoint_bytes, ..EngineConfig::default() })
+    engine_with(store, checkpoint_bytes, false)
+}
+
+/// An engine whose checkpoints (past `checkpoint_bytes` of dirty nodes) are all written on
+/// a thread of their own if `background`, else all in place.
+fn engine_with(store: &MemoryStore, checkpoint_bytes: usize, background: bool) -> ContextEngine<MemoryBackend> {
+    let background_checkpoint_bytes = if background { 0 } else { usize::MAX };
+    ContextEngine::new(
+        store.clone(),
+        EngineConfig { checkpoint_bytes, background_checkpoint_bytes, ..EngineConfig::default() },
+    )
 }
 
 /// A process dying: the engine goes without its shutdown checkpoint (its memory is leaked,
-/// as a killed process's would be lost); the store keeps what was written.
+/// as a killed process's would be lost); the store keeps what was written. A checkpoint
+/// being written in the background lands first (one that never lands leaves the store as
+/// a crash before it does, which the other crash points cover).
 fn crash(engine: ContextEngine<MemoryBackend>) {
+    engine.wait_for_checkpoint();
     std::mem::forget(engine);
 }
 
@@ -81,6 +94,7 @@ proptest! {
         crashes in proptest::collection::btree_set(0usize..40, 0..4),
         threshold in prop_oneof![Just(1usize), Just(2048), Just(1 << 30)],
         batched in any::<bool>(),
+        background in any::<bool>(),
     ) {
         let deltas = history(&writes);
         let n = deltas.len();
@@ -95,14 +109,14 @@ proptest! {
         // The crashing replica: deltas in a shuffled order, one at a time or in runs of
         // three, the process dying before the steps in `crashes`.
         let store = Arc::new(Store::open(MemoryBackend::new::<Column>()).unwrap());
-        let mut engine = engine_over(&store, threshold);
+        let mut engine = engine_with(&store, threshold, background);
         engine.create_context(CTX, app()).unwrap();
         let order = shuffled(n, seed);
         let chunk = if batched { 3 } else { 1 };
         for (step, ids) in order.chunks(chunk).enumerate() {
             if crashes.contains(&step) {
                 crash(engine);
-                engine = engine_over(&store, threshold);
+                engine = engine_with(&store, threshold, background);
             }
             let run: Vec<ContextDagDeltaValue> = ids.iter().map(|i| deltas[*i].clone()).collect();
             for r in engine.receive_many(&CTX, run, &AnyAuthor) {
@@ -111,7 +125,7 @@ proptest! {
         }
         // Die once more at the end (with whatever is dirty), then reopen.
         crash(engine);
-        let engine = engine_over(&store, threshold);
+        let engine = engine_with(&store, threshold, background);
 
         let (view, expected) = (engine.view(&CTX).unwrap(), reference.view(&CTX).unwrap());
         prop_assert_eq!(&view.heads, &expected.heads);

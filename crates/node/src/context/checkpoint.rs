@@ -9,8 +9,14 @@
 //! **trie journal** (`TrieJournal(context, delta count before it) → delta id`).
 //!
 //! A **checkpoint** of a context writes its dirty nodes and deletes its journal, in one
-//! batch, under the apply lock (so the dirty nodes are exactly what the committed deltas
-//! changed). The engine checkpoints the contexts with the most dirty bytes whenever the
+//! batch, starting under the apply lock (so the dirty nodes are exactly what the committed
+//! deltas changed). Past [`super::EngineConfig::background_checkpoint_bytes`] it is written
+//! on a thread of its own while deltas go on being applied: the nodes are copied and
+//! marked flushing (`TrieMemory::hand_over`), and the batch deletes only the journal
+//! entries of the deltas applied by then (`seq` below the context's delta count); nodes
+//! that change meanwhile become dirty again, and a failed write leaves them all dirty with
+//! the journal whole. At most one is in flight, and everything that writes trie rows or
+//! the journal directly, or recovers a trie, waits for it first. The engine checkpoints the contexts with the most dirty bytes whenever the
 //! total passes [`super::EngineConfig::checkpoint_bytes`]; the node checkpoints contexts
 //! idle for a few seconds ([`ContextEngine::checkpoint_idle`]) and every context at shutdown
 //! ([`ContextEngine::checkpoint_all`], also run when the engine is dropped). Writes that
@@ -35,11 +41,12 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weft_primitives::{Action, ContextId, ContextMetaValue, ContextStatusValue, Hash};
-use weft_store::schema::{Column, ContextDagDelta, ContextMeta, ContextState, MerkleNode, TrieJournal};
-use weft_store::{Backend, PrefixBy, RawTail, Read, WriteBatch};
+use weft_store::schema::{Column, ContextDagDelta, ContextMeta, ContextState, ContextStatus, MerkleNode, TrieJournal};
+use weft_store::{Backend, PrefixBy, RawTail, Read, StoreError, WriteBatch};
 
 use super::super::trie_memory::{self, StoredRows, TrieView};
 use super::{lock, stage_trie, ContextEngine, EngineError};
@@ -79,7 +86,95 @@ impl TrieCheck {
     }
 }
 
+/// A checkpoint being written on a thread of its own (see the module docs).
+pub(crate) struct Flush {
+    context_id: ContextId,
+    handle: std::thread::JoinHandle<Result<(), StoreError>>,
+}
+
 impl<B: Backend> ContextEngine<B> {
+    /// Waits for the checkpoint being written in the background, if any, and settles it:
+    /// its nodes become clean, or dirty again if the write failed (logged: a later
+    /// checkpoint writes them). Every path that writes trie rows or the journal directly,
+    /// or reads them to recover, calls this first. Under the apply lock.
+    pub(crate) fn finish_flush(&self) {
+        let flush = lock(&self.flush).take();
+        if let Some(flush) = flush {
+            self.settle_flush(flush);
+        }
+    }
+
+    /// Settles the background checkpoint if it has landed; never waits.
+    fn poll_flush(&self) {
+        let mut slot = lock(&self.flush);
+        if slot.as_ref().is_some_and(|f| f.handle.is_finished()) {
+            if let Some(flush) = slot.take() {
+                drop(slot);
+                self.settle_flush(flush);
+            }
+        }
+    }
+
+    fn settle_flush(&self, flush: Flush) {
+        let result = match flush.handle.join() {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Backend("the checkpoint's writer thread panicked".into())),
+        };
+        let mut memory = lock(&self.trie);
+        match result {
+            Ok(()) => {
+                memory.settle_flushed(&flush.context_id);
+                self.checkpoints.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                memory.unflush(&flush.context_id);
+                tracing::warn!(context = %flush.context_id, error = %e, "trie checkpoint failed; the changed nodes stay in memory");
+            }
+        }
+    }
+
+    /// Checkpoints a context on a thread of its own if it has more dirty bytes than
+    /// [`EngineConfig::background_checkpoint_bytes`](super::EngineConfig), else in place.
+    /// In the background, its dirty nodes are copied and marked flushing under the apply
+    /// lock; the thread writes them with the deletion of the journal entries of every delta
+    /// committed so far (`seq` below the context's delta count), while later deltas add
+    /// entries past them. Under the apply lock.
+    fn checkpoint_soon(&self, context_id: &ContextId) -> Result<(), EngineError> {
+        self.finish_flush();
+        let unflushed = lock(&self.trie).context_unflushed_bytes(context_id);
+        if unflushed == 0 {
+            return Ok(());
+        }
+        if unflushed <= self.config.background_checkpoint_bytes {
+            return self.checkpoint_locked(context_id);
+        }
+        // Every committed delta's journal entry has a `seq` below the committed delta count.
+        let seq = self.store.get(&ContextStatus { context_id: *context_id })?.map_or(0, |s| s.delta_count);
+        let (rows, bytes) = {
+            let mut memory = lock(&self.trie);
+            (memory.hand_over(context_id), memory.context_dirty_bytes(context_id))
+        };
+        let store = Arc::clone(&self.store);
+        let id = *context_id;
+        let spawned = std::thread::Builder::new().name("weft-checkpoint".into()).spawn(move || {
+            let mut batch = store.batch_with_capacity(bytes);
+            stage_trie(&id, rows.iter().map(|(path, row)| (path, row)), &mut batch);
+            batch.delete_range(&TrieJournal { context_id: id, seq: 0 }, &TrieJournal { context_id: id, seq });
+            store.write(batch)
+        });
+        match spawned {
+            Ok(handle) => {
+                *lock(&self.flush) = Some(Flush { context_id: id, handle });
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not start a checkpoint thread; checkpointing in place");
+                lock(&self.trie).unflush(context_id);
+                self.checkpoint_locked(context_id)
+            }
+        }
+    }
+
     /// Replays the context's trie journal if this process has not yet (see the module
     /// docs). Call under the apply lock.
     pub(crate) fn ensure_recovered(&self, context_id: &ContextId) -> Result<(), EngineError> {
@@ -100,6 +195,8 @@ impl<B: Backend> ContextEngine<B> {
     /// reach `ContextMeta`'s root, rebuilds the trie from the state), and writes the result
     /// as a checkpoint. Under the apply lock.
     fn recover_trie(&self, context_id: &ContextId) -> Result<(), EngineError> {
+        // The stored rows and the journal are read as a checkpoint in flight leaves them.
+        self.finish_flush();
         // Whatever memory holds for the context is not to be trusted (a failed run or
         // update left it, or nothing is there): start from the stored rows.
         lock(&self.trie).forget(context_id);
@@ -208,6 +305,13 @@ impl<B: Backend> ContextEngine<B> {
         self.checkpoint_locked(context_id)
     }
 
+    /// Waits for the checkpoint being written in the background, if any, and settles it
+    /// (a failed one leaves its nodes dirty, for the next checkpoint).
+    pub fn wait_for_checkpoint(&self) {
+        let _guard = lock(&self.apply_lock);
+        self.finish_flush();
+    }
+
     /// Checkpoints every context with dirty trie nodes (at shutdown).
     pub fn checkpoint_all(&self) -> Result<(), EngineError> {
         let _guard = lock(&self.apply_lock);
@@ -218,13 +322,15 @@ impl<B: Backend> ContextEngine<B> {
         Ok(())
     }
 
-    /// Checkpoints the contexts whose trie has not changed for `idle`; returns how many.
+    /// Checkpoints the contexts whose trie has not changed for `idle` (a large one in the
+    /// background); returns how many.
     pub fn checkpoint_idle(&self, idle: Duration) -> Result<usize, EngineError> {
         let _guard = lock(&self.apply_lock);
+        self.poll_flush();
         let Some(before) = Instant::now().checked_sub(idle) else { return Ok(0) };
         let contexts = lock(&self.trie).idle_since(before);
         for context_id in &contexts {
-            self.checkpoint_locked(context_id)?;
+            self.checkpoint_soon(context_id)?;
         }
         Ok(contexts.len())
     }
@@ -242,27 +348,32 @@ impl<B: Backend> ContextEngine<B> {
 
     /// Checkpoints every context whose journal holds more than the configured number of
     /// keys, then the dirtiest contexts while the dirty total is above the threshold, down
-    /// to half of it. Under the apply lock.
+    /// to half of it; a large checkpoint is written in the background. Under the apply lock.
     pub(crate) fn checkpoint_if_needed(&self) -> Result<(), EngineError> {
+        self.poll_flush();
         let long = lock(&self.trie).over_keys(self.config.checkpoint_keys);
         for context_id in long {
-            self.checkpoint_locked(&context_id)?;
+            self.checkpoint_soon(&context_id)?;
         }
+        // Nodes handed to a checkpoint in flight are on their way out: the limit is on the
+        // others (so a checkpoint in flight is not waited for until they pass it again).
         let limit = self.config.checkpoint_bytes;
-        if lock(&self.trie).dirty_bytes() <= limit {
+        if lock(&self.trie).unflushed_bytes() <= limit {
             return Ok(());
         }
         let contexts = lock(&self.trie).dirtiest();
         for context_id in contexts {
-            if lock(&self.trie).dirty_bytes() <= limit / 2 {
+            if lock(&self.trie).unflushed_bytes() <= limit / 2 {
                 break;
             }
-            self.checkpoint_locked(&context_id)?;
+            self.checkpoint_soon(&context_id)?;
         }
         Ok(())
     }
 
+    /// Writes all of a context's dirty nodes in place, after any checkpoint in flight.
     fn checkpoint_locked(&self, context_id: &ContextId) -> Result<(), EngineError> {
+        self.finish_flush();
         let mut batch;
         {
             let memory = lock(&self.trie);
@@ -301,6 +412,7 @@ impl<B: Backend> ContextEngine<B> {
         meta: &ContextMetaValue,
         status: &ContextStatusValue,
     ) -> Result<(), EngineError> {
+        self.finish_flush();
         stage_trie(context_id, lock(&self.trie).dirty(context_id), &mut batch);
         batch.delete_prefix(&TrieJournal::prefix(context_id))?;
         batch.put(&ContextMeta { context_id: *context_id }, meta);

@@ -191,6 +191,10 @@ pub struct EngineConfig {
     /// work of recovering the trie after a crash, even for a context whose whole trie fits
     /// in `checkpoint_bytes` (see `TrieMemory::over_keys`).
     pub checkpoint_keys: usize,
+    /// A checkpoint of more dirty bytes than this is written on a thread of its own, while
+    /// deltas go on being applied (see [`checkpoint`](self::checkpoint)); a smaller one is
+    /// written in place, which costs less than starting a thread.
+    pub background_checkpoint_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -203,6 +207,7 @@ impl Default for EngineConfig {
             trie_cache_bytes: 256 << 20,
             checkpoint_bytes: 128 << 20,
             checkpoint_keys: 1 << 18,
+            background_checkpoint_bytes: 4 << 20,
         }
     }
 }
@@ -218,6 +223,8 @@ pub struct ContextEngine<B: Backend> {
     /// Every context's trie nodes in memory: changed since the last checkpoint, and a cache
     /// of stored branches (see [`TrieMemory`]).
     trie: Mutex<TrieMemory>,
+    /// The checkpoint being written in the background, if any (at most one).
+    flush: Mutex<Option<checkpoint::Flush>>,
     /// Checkpoints written (for metrics).
     checkpoints: std::sync::atomic::AtomicU64,
     /// Tries rebuilt from the state at recovery (for metrics).
@@ -340,6 +347,7 @@ impl<B: Backend> ContextEngine<B> {
             clock: Mutex::new(HybridClock::new()),
             apply_lock: Mutex::new(()),
             trie: Mutex::new(TrieMemory::new(config.trie_cache_bytes)),
+            flush: Mutex::new(None),
             checkpoints: std::sync::atomic::AtomicU64::new(0),
             trie_rebuilds: std::sync::atomic::AtomicU64::new(0),
         }

@@ -118,11 +118,23 @@ pub fn node_cost(row: Option<&TrieRow>) -> usize {
     std::mem::size_of::<(NibblePath, Option<TrieRow>)>() + 8 + body
 }
 
-/// A node in memory: changed since the context's last checkpoint (`dirty`; `None` for a
-/// removed node, which shadows its stored row), or a cached copy of its stored row.
+/// A node in memory: changed since the context's last checkpoint (`None` for a removed
+/// node, which shadows its stored row), or a cached copy of its stored row.
 struct Slot {
     row: Option<TrieRow>,
-    dirty: bool,
+    state: SlotState,
+}
+
+/// Whether a node in memory is the stored row, or what the store lacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    /// A copy of the stored row.
+    Clean,
+    /// Changed since the context's last checkpoint, and in no checkpoint yet.
+    Dirty,
+    /// Unchanged since it was handed to a checkpoint that is being written
+    /// ([`TrieMemory::hand_over`]): clean once that write lands, dirty again if it fails.
+    Flushing,
 }
 
 /// One context's nodes in memory: dirty and cached nodes in one map, so a lookup is one
@@ -130,9 +142,14 @@ struct Slot {
 #[derive(Default)]
 struct ContextTrie {
     nodes: FastMap<NibblePath, Slot>,
+    /// Bytes of nodes the store lacks: dirty and flushing ones.
     dirty_bytes: usize,
-    /// Keys changed since the trie rows were last written (the journal's length, in keys).
+    /// Bytes of flushing nodes (a part of `dirty_bytes`).
+    flushing_bytes: usize,
+    /// Keys changed since the trie rows were last written or handed to a checkpoint.
     dirty_keys: usize,
+    /// Keys whose changes a checkpoint being written holds.
+    flushing_keys: usize,
     clean_bytes: usize,
     /// The context's live keys, as the engine last said (see [`TrieMemory::note_keys`]).
     live_keys: u64,
@@ -146,33 +163,44 @@ impl ContextTrie {
     /// Takes the slot at `path` out, with its accounting.
     fn take(&mut self, path: &NibblePath) -> Option<Option<TrieRow>> {
         let slot = self.nodes.remove(path)?;
-        let cost = node_cost(slot.row.as_ref());
-        if slot.dirty {
-            self.dirty_bytes -= cost;
-        } else {
-            self.clean_bytes -= cost;
-        }
+        self.uncharge(&slot);
         Some(slot.row)
     }
 
     /// Leaves `row` at `path`, dirty.
     fn put_dirty(&mut self, path: NibblePath, row: Option<TrieRow>) {
         self.dirty_bytes += node_cost(row.as_ref());
-        if let Some(old) = self.nodes.insert(path, Slot { row, dirty: true }) {
-            let cost = node_cost(old.row.as_ref());
-            if old.dirty {
+        if let Some(old) = self.nodes.insert(path, Slot { row, state: SlotState::Dirty }) {
+            self.uncharge(&old);
+        }
+    }
+
+    /// Removes a slot's cost from the accounts.
+    fn uncharge(&mut self, slot: &Slot) {
+        let cost = node_cost(slot.row.as_ref());
+        match slot.state {
+            SlotState::Clean => self.clean_bytes -= cost,
+            SlotState::Dirty => self.dirty_bytes -= cost,
+            SlotState::Flushing => {
                 self.dirty_bytes -= cost;
-            } else {
-                self.clean_bytes -= cost;
+                self.flushing_bytes -= cost;
             }
         }
+    }
+
+    /// Bytes of dirty nodes not handed to a checkpoint.
+    fn unflushed_bytes(&self) -> usize {
+        self.dirty_bytes - self.flushing_bytes
     }
 }
 
 /// Every context's dirty and clean trie nodes (see the module docs).
 pub struct TrieMemory {
     contexts: FastMap<ContextId, ContextTrie>,
+    /// Bytes of nodes the store lacks: dirty and flushing ones.
     dirty_bytes: usize,
+    /// Bytes of flushing nodes (a part of `dirty_bytes`).
+    flushing_bytes: usize,
     clean_bytes: usize,
     clean_capacity: usize,
 }
@@ -227,7 +255,7 @@ pub enum TrieUpdateError {
 impl TrieMemory {
     /// Empty, with a clean cache of at most `clean_capacity` bytes (0: no cache).
     pub fn new(clean_capacity: usize) -> Self {
-        TrieMemory { contexts: FastMap::default(), dirty_bytes: 0, clean_bytes: 0, clean_capacity }
+        TrieMemory { contexts: FastMap::default(), dirty_bytes: 0, flushing_bytes: 0, clean_bytes: 0, clean_capacity }
     }
 
     /// Applies `changes` to a context's trie, reading the branches memory lacks from
@@ -242,7 +270,7 @@ impl TrieMemory {
         let context_id = stored.context_id;
         let keys = changes.len();
         let trie = self.contexts.entry(context_id).or_default();
-        let (dirty_before, clean_before) = (trie.dirty_bytes, trie.clean_bytes);
+        let (dirty_before, flushing_before, clean_before) = (trie.dirty_bytes, trie.flushing_bytes, trie.clean_bytes);
         // Cleared while the trie is half-changed: should the update unwind (a bug), the
         // context is recovered from its journal at next use instead of trusted.
         let recovered = std::mem::replace(&mut trie.recovered, false);
@@ -251,6 +279,7 @@ impl TrieMemory {
         let error = lent.error.take();
         let trie = lent.trie;
         self.dirty_bytes = self.dirty_bytes + trie.dirty_bytes - dirty_before;
+        self.flushing_bytes = self.flushing_bytes + trie.flushing_bytes - flushing_before;
         self.clean_bytes = self.clean_bytes + trie.clean_bytes - clean_before;
         match result {
             Ok(root) => {
@@ -289,7 +318,7 @@ impl TrieMemory {
         if trie.nodes.contains_key(path) {
             return;
         }
-        trie.nodes.insert(*path, Slot { row: Some(row.clone()), dirty: false });
+        trie.nodes.insert(*path, Slot { row: Some(row.clone()), state: SlotState::Clean });
         trie.clean_bytes += cost;
         self.clean_bytes += cost;
     }
@@ -298,63 +327,125 @@ impl TrieMemory {
     /// for rows computed outside [`TrieMemory::update`] (a trie built from scratch).
     pub fn absorb(&mut self, context_id: &ContextId, rows: impl IntoIterator<Item = (NibblePath, Option<TrieRow>)>) {
         let trie = self.contexts.entry(*context_id).or_default();
-        let (dirty_before, clean_before) = (trie.dirty_bytes, trie.clean_bytes);
+        let (dirty_before, flushing_before, clean_before) = (trie.dirty_bytes, trie.flushing_bytes, trie.clean_bytes);
         let mut grew = false;
         for (path, row) in rows {
             trie.put_dirty(path, row);
             grew = true;
         }
         self.dirty_bytes = self.dirty_bytes + trie.dirty_bytes - dirty_before;
+        self.flushing_bytes = self.flushing_bytes + trie.flushing_bytes - flushing_before;
         self.clean_bytes = self.clean_bytes + trie.clean_bytes - clean_before;
         if grew {
             trie.changed_at = Some(Instant::now());
         }
     }
 
-    /// A context's dirty nodes (to write at a checkpoint); they stay dirty until
-    /// [`TrieMemory::settle`].
+    /// A context's nodes the store lacks — dirty and flushing — to write at a checkpoint;
+    /// they stay so until [`TrieMemory::settle`].
     pub fn dirty(&self, context_id: &ContextId) -> impl Iterator<Item = (&NibblePath, &Option<TrieRow>)> {
-        self.contexts
-            .get(context_id)
-            .into_iter()
-            .flat_map(|t| t.nodes.iter().filter(|(_, slot)| slot.dirty).map(|(path, slot)| (path, &slot.row)))
+        self.contexts.get(context_id).into_iter().flat_map(|t| {
+            t.nodes.iter().filter(|(_, slot)| slot.state != SlotState::Clean).map(|(path, slot)| (path, &slot.row))
+        })
     }
 
-    /// Whether a context has dirty nodes.
+    /// Whether a context has nodes the store lacks (dirty or flushing).
     pub fn is_dirty(&self, context_id: &ContextId) -> bool {
         self.contexts.get(context_id).is_some_and(|t| t.dirty_bytes > 0)
     }
 
-    /// After a checkpoint wrote a context's dirty nodes: they are clean now (branches stay
-    /// cached while there is room; removals are dropped).
-    pub fn settle(&mut self, context_id: &ContextId) {
-        let Some(trie) = self.contexts.get_mut(context_id) else { return };
-        self.dirty_bytes -= trie.dirty_bytes;
-        trie.dirty_bytes = 0;
-        trie.dirty_keys = 0;
+    /// Hands a context's dirty nodes to a checkpoint written in the background: returns
+    /// copies of them (path order is the writer's to make), and marks them *flushing*. An
+    /// update may still change a flushing node (it becomes dirty again, and stays so when the
+    /// checkpoint lands). Then either [`TrieMemory::settle_flushed`] (the write landed) or
+    /// [`TrieMemory::unflush`] (it failed). One hand-over at a time per context.
+    pub fn hand_over(&mut self, context_id: &ContextId) -> Vec<(NibblePath, Option<TrieRow>)> {
+        let Some(trie) = self.contexts.get_mut(context_id) else { return Vec::new() };
+        let mut rows = Vec::with_capacity(trie.nodes.len().min(trie.dirty_bytes / 64 + 1));
+        for (path, slot) in trie.nodes.iter_mut() {
+            if slot.state != SlotState::Clean {
+                slot.state = SlotState::Flushing;
+                rows.push((*path, slot.row.clone()));
+            }
+        }
+        self.flushing_bytes += trie.dirty_bytes - trie.flushing_bytes;
+        trie.flushing_bytes = trie.dirty_bytes;
+        trie.flushing_keys += std::mem::take(&mut trie.dirty_keys);
         trie.changed_at = None;
+        rows
+    }
+
+    /// The background checkpoint of a context landed: its flushing nodes are clean now
+    /// (branches stay cached while there is room; removals are dropped). Nodes changed since
+    /// the hand-over stay dirty.
+    pub fn settle_flushed(&mut self, context_id: &ContextId) {
+        self.settle_where(context_id, |state| state == SlotState::Flushing);
+    }
+
+    /// The background checkpoint of a context failed: its flushing nodes are dirty again
+    /// (the store and the journal are as they were before it).
+    pub fn unflush(&mut self, context_id: &ContextId) {
+        let Some(trie) = self.contexts.get_mut(context_id) else { return };
+        for slot in trie.nodes.values_mut() {
+            if slot.state == SlotState::Flushing {
+                slot.state = SlotState::Dirty;
+            }
+        }
+        self.flushing_bytes -= trie.flushing_bytes;
+        trie.flushing_bytes = 0;
+        trie.dirty_keys += std::mem::take(&mut trie.flushing_keys);
+        if trie.dirty_bytes > 0 {
+            trie.changed_at.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// After a checkpoint wrote all of a context's dirty and flushing nodes: they are clean
+    /// now (branches stay cached while there is room; removals are dropped).
+    pub fn settle(&mut self, context_id: &ContextId) {
+        self.settle_where(context_id, |state| state != SlotState::Clean);
+    }
+
+    /// Makes the context's nodes in the `written` states clean, or drops them.
+    fn settle_where(&mut self, context_id: &ContextId, written: impl Fn(SlotState) -> bool) {
+        let Some(trie) = self.contexts.get_mut(context_id) else { return };
+        let all = written(SlotState::Dirty);
         let (capacity, mut clean_bytes) = (self.clean_capacity, self.clean_bytes);
-        let mut context_clean = trie.clean_bytes;
+        let (mut context_clean, mut settled) = (trie.clean_bytes, 0);
         trie.nodes.retain(|_, slot| {
-            if !slot.dirty {
+            if !written(slot.state) {
                 return true;
             }
             let cost = node_cost(slot.row.as_ref());
+            settled += cost;
             if slot.row.is_none() || clean_bytes + cost > capacity {
                 return false;
             }
-            slot.dirty = false;
+            slot.state = SlotState::Clean;
             clean_bytes += cost;
             context_clean += cost;
             true
         });
+        trie.dirty_bytes -= settled;
+        self.dirty_bytes -= settled;
+        self.flushing_bytes -= trie.flushing_bytes;
+        trie.flushing_bytes = 0;
+        trie.flushing_keys = 0;
+        if all {
+            trie.dirty_keys = 0;
+            trie.changed_at = None;
+        }
         trie.clean_bytes = context_clean;
         self.clean_bytes = clean_bytes;
     }
 
-    /// Bytes of dirty nodes over every context.
+    /// Bytes of nodes the store lacks (dirty and flushing) over every context.
     pub fn dirty_bytes(&self) -> usize {
         self.dirty_bytes
+    }
+
+    /// Bytes of dirty nodes not handed to a checkpoint, over every context.
+    pub fn unflushed_bytes(&self) -> usize {
+        self.dirty_bytes - self.flushing_bytes
     }
 
     /// Bytes of cached clean nodes over every context.
@@ -362,12 +453,17 @@ impl TrieMemory {
         self.clean_bytes
     }
 
-    /// Bytes of dirty nodes of one context.
+    /// Bytes of nodes one context's store lacks (dirty and flushing).
     pub fn context_dirty_bytes(&self, context_id: &ContextId) -> usize {
         self.contexts.get(context_id).map_or(0, |t| t.dirty_bytes)
     }
 
-    /// Keys a context's trie took since its last checkpoint.
+    /// Bytes of one context's dirty nodes not handed to a checkpoint.
+    pub fn context_unflushed_bytes(&self, context_id: &ContextId) -> usize {
+        self.contexts.get(context_id).map_or(0, ContextTrie::unflushed_bytes)
+    }
+
+    /// Keys a context's trie took since its last checkpoint (or hand-over).
     pub fn context_dirty_keys(&self, context_id: &ContextId) -> usize {
         self.contexts.get(context_id).map_or(0, |t| t.dirty_keys)
     }
@@ -379,10 +475,14 @@ impl TrieMemory {
         }
     }
 
-    /// Contexts with dirty nodes, the most dirty bytes first.
+    /// Contexts with dirty nodes not handed to a checkpoint, the most such bytes first.
     pub fn dirtiest(&self) -> Vec<ContextId> {
-        let mut dirty: Vec<(usize, ContextId)> =
-            self.contexts.iter().filter(|(_, t)| t.dirty_bytes > 0).map(|(id, t)| (t.dirty_bytes, *id)).collect();
+        let mut dirty: Vec<(usize, ContextId)> = self
+            .contexts
+            .iter()
+            .filter(|(_, t)| t.unflushed_bytes() > 0)
+            .map(|(id, t)| (t.unflushed_bytes(), *id))
+            .collect();
         dirty.sort_unstable_by(|a, b| b.cmp(a));
         dirty.into_iter().map(|(_, id)| id).collect()
     }
@@ -399,11 +499,11 @@ impl TrieMemory {
             .collect()
     }
 
-    /// Contexts whose dirty nodes have not changed since `before`.
+    /// Contexts whose dirty nodes (not handed to a checkpoint) have not changed since `before`.
     pub fn idle_since(&self, before: Instant) -> Vec<ContextId> {
         self.contexts
             .iter()
-            .filter(|(_, t)| t.dirty_bytes > 0 && t.changed_at.is_some_and(|at| at <= before))
+            .filter(|(_, t)| t.unflushed_bytes() > 0 && t.changed_at.is_some_and(|at| at <= before))
             .map(|(id, _)| *id)
             .collect()
     }
@@ -423,6 +523,7 @@ impl TrieMemory {
     pub fn forget(&mut self, context_id: &ContextId) {
         if let Some(trie) = self.contexts.remove(context_id) {
             self.dirty_bytes -= trie.dirty_bytes;
+            self.flushing_bytes -= trie.flushing_bytes;
             self.clean_bytes -= trie.clean_bytes;
         }
     }
@@ -463,6 +564,52 @@ mod tests {
         assert_eq!(mem.lookup(&CTX, &path(&[1])), Some(Some(branch(3))), "a written branch stays cached");
         assert_eq!(mem.lookup(&CTX, &path(&[2])), None, "a written removal is the store's to answer");
         assert_eq!(mem.clean_bytes(), node_cost(Some(&branch(3))));
+    }
+
+    #[test]
+    fn a_handed_over_node_settles_unless_it_changed_since() {
+        let mut mem = TrieMemory::new(1 << 20);
+        mem.absorb(&CTX, [(path(&[1]), Some(branch(2))), (path(&[2]), Some(branch(3))), (path(&[3]), None)]);
+        let dirty = mem.dirty_bytes();
+        let mut rows = mem.hand_over(&CTX);
+        rows.sort_by_key(|(p, _)| *p);
+        assert_eq!(rows, vec![(path(&[1]), Some(branch(2))), (path(&[2]), Some(branch(3))), (path(&[3]), None)]);
+        assert_eq!(mem.dirty_bytes(), dirty, "flushing nodes are not in the store yet");
+        assert_eq!((mem.context_unflushed_bytes(&CTX), mem.unflushed_bytes()), (0, 0));
+        assert!(mem.dirtiest().is_empty(), "nothing left to hand over");
+        // Changed while the checkpoint is written: dirty again, and it stays so.
+        mem.absorb(&CTX, [(path(&[2]), Some(branch(4)))]);
+        assert_eq!(mem.context_unflushed_bytes(&CTX), node_cost(Some(&branch(4))));
+        mem.settle_flushed(&CTX);
+        assert_eq!(mem.dirty_bytes(), node_cost(Some(&branch(4))));
+        assert_eq!(mem.unflushed_bytes(), node_cost(Some(&branch(4))));
+        assert_eq!(mem.context_unflushed_bytes(&CTX), node_cost(Some(&branch(4))));
+        assert_eq!(mem.lookup(&CTX, &path(&[1])), Some(Some(branch(2))), "written: cached");
+        assert_eq!(mem.lookup(&CTX, &path(&[2])), Some(Some(branch(4))));
+        assert_eq!(mem.lookup(&CTX, &path(&[3])), None, "a written removal is the store's to answer");
+        assert_eq!(mem.clean_bytes(), node_cost(Some(&branch(2))));
+        assert_eq!(
+            mem.dirty(&CTX).map(|(p, r)| (*p, r.clone())).collect::<Vec<_>>(),
+            vec![(path(&[2]), Some(branch(4)))]
+        );
+    }
+
+    #[test]
+    fn a_failed_hand_over_leaves_the_nodes_dirty() {
+        let mut mem = TrieMemory::new(1 << 20);
+        mem.absorb(&CTX, [(path(&[1]), Some(branch(2)))]);
+        let dirty = mem.dirty_bytes();
+        assert_eq!(mem.hand_over(&CTX).len(), 1);
+        assert!(mem.idle_since(Instant::now()).is_empty());
+        mem.unflush(&CTX);
+        assert_eq!(
+            (mem.dirty_bytes(), mem.context_unflushed_bytes(&CTX), mem.unflushed_bytes()),
+            (dirty, dirty, dirty)
+        );
+        assert_eq!(mem.dirtiest(), vec![CTX]);
+        assert_eq!(mem.idle_since(Instant::now()), vec![CTX], "it is to be written again");
+        mem.settle(&CTX);
+        assert_eq!((mem.dirty_bytes(), mem.clean_bytes()), (0, node_cost(Some(&branch(2)))));
     }
 
     #[test]
