@@ -201,3 +201,28 @@ fn a_failed_background_checkpoint_is_tried_again_when_the_context_is_idle() {
     assert_eq!(engine.trie_stats().checkpoints, 1);
     crash_and_check(engine, &store, root);
 }
+
+#[test]
+fn a_clean_stop_waits_for_the_checkpoint_in_flight() {
+    let store = gated_store();
+    let engine = engine_over(&store);
+    engine.create_context(CTX, app()).unwrap();
+    let author = SecretKey::from_bytes(&[7; 32]);
+    let (_, root) = engine.write(&CTX, &author, put(0..40, 1)).unwrap();
+    assert_eq!(engine.checkpoint_idle(Duration::ZERO).unwrap(), 1);
+    store.backend().await_arrivals(1);
+    // Nothing else is dirty: the stop has only the checkpoint in flight to see to.
+    let opener = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            store.backend().set(Gate::Open);
+        })
+    };
+    drop(engine);
+    assert_eq!(journal_seqs(&store), Vec::<u64>::new(), "a clean stop leaves nothing to replay");
+    opener.join().unwrap();
+    let reopened = engine_over(&store);
+    assert_eq!(reopened.view(&CTX).unwrap().root_hash, root);
+    assert!(reopened.check_trie(&CTX).unwrap().is_sound());
+}

@@ -315,6 +315,9 @@ impl<B: Backend> ContextEngine<B> {
     /// Checkpoints every context with dirty trie nodes (at shutdown).
     pub fn checkpoint_all(&self) -> Result<(), EngineError> {
         let _guard = lock(&self.apply_lock);
+        // A checkpoint in flight lands first (a failed one leaves its nodes dirty, so they
+        // are among the contexts below).
+        self.finish_flush();
         let contexts = lock(&self.trie).dirtiest();
         for context_id in contexts {
             self.checkpoint_locked(&context_id)?;
