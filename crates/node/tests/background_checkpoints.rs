@@ -226,3 +226,45 @@ fn a_clean_stop_waits_for_the_checkpoint_in_flight() {
     assert_eq!(reopened.view(&CTX).unwrap().root_hash, root);
     assert!(reopened.check_trie(&CTX).unwrap().is_sound());
 }
+
+#[test]
+fn another_contexts_checkpoints_do_not_wait_for_the_one_in_flight() {
+    const OTHER: weft_primitives::ContextId = weft_primitives::ContextId([0xC1; 32]);
+    let store = gated_store();
+    let engine = engine_over(&store);
+    engine.create_context(CTX, app()).unwrap();
+    engine.create_context(OTHER, app()).unwrap();
+    let author = SecretKey::from_bytes(&[8; 32]);
+    let (_, root) = engine.write(&CTX, &author, put(0..40, 1)).unwrap();
+    assert_eq!(engine.checkpoint_idle(Duration::ZERO).unwrap(), 1);
+    store.backend().await_arrivals(1);
+
+    // CTX's checkpoint is held. OTHER is written, and its idle checkpoint, which would go
+    // to the background too, is left for a later pass rather than waited for.
+    engine.write(&OTHER, &author, put(0..30, 2)).unwrap();
+    assert_eq!(engine.checkpoint_idle(Duration::ZERO).unwrap(), 0);
+    // An in-place checkpoint of OTHER does not wait for CTX's either.
+    let other_journal = |store: &GatedStore| store.scan(TrieJournal::prefix(&OTHER)).count().unwrap();
+    assert_eq!(other_journal(&store), 1);
+    std::thread::scope(|scope| {
+        let (done, finished) = std::sync::mpsc::channel();
+        let engine = &engine;
+        scope.spawn(move || {
+            engine.checkpoint(&OTHER).unwrap();
+            done.send(()).unwrap();
+        });
+        let result = finished.recv_timeout(Duration::from_secs(10));
+        store.backend().set(Gate::Open); // lets a waiting checkpoint go, should the check fail
+        assert!(result.is_ok(), "the checkpoint of another context waited for the one in flight");
+    });
+    assert_eq!(other_journal(&store), 0);
+    engine.wait_for_checkpoint();
+    assert_eq!(journal_seqs(&store), Vec::<u64>::new());
+    let other_root = engine.view(&OTHER).unwrap().root_hash;
+    std::mem::forget(engine);
+    let reopened = engine_over(&store);
+    assert!(reopened.check_trie(&OTHER).unwrap().is_sound());
+    assert_eq!(reopened.view(&OTHER).unwrap().root_hash, other_root);
+    drop(reopened);
+    crash_and_check(engine_over(&store), &store, root);
+}

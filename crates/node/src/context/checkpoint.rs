@@ -15,8 +15,8 @@
 //! marked flushing (`TrieMemory::hand_over`), and the batch deletes only the journal
 //! entries of the deltas applied by then (`seq` below the context's delta count); nodes
 //! that change meanwhile become dirty again, and a failed write leaves them all dirty with
-//! the journal whole. At most one is in flight, and everything that writes trie rows or
-//! the journal directly, or recovers a trie, waits for it first. The engine checkpoints the contexts with the most dirty bytes whenever the
+//! the journal whole. At most one is in flight, and everything that writes a context's
+//! trie rows or journal directly, or recovers its trie, waits for that context's first. The engine checkpoints the contexts with the most dirty bytes whenever the
 //! total passes [`super::EngineConfig::checkpoint_bytes`]; the node checkpoints contexts
 //! idle for a few seconds ([`ContextEngine::checkpoint_idle`]) and every context at shutdown
 //! ([`ContextEngine::checkpoint_all`], also run when the engine is dropped). Writes that
@@ -95,12 +95,24 @@ pub(crate) struct Flush {
 impl<B: Backend> ContextEngine<B> {
     /// Waits for the checkpoint being written in the background, if any, and settles it:
     /// its nodes become clean, or dirty again if the write failed (logged: a later
-    /// checkpoint writes them). Every path that writes trie rows or the journal directly,
-    /// or reads them to recover, calls this first. Under the apply lock.
+    /// checkpoint writes them). Under the apply lock.
     pub(crate) fn finish_flush(&self) {
         let flush = lock(&self.flush).take();
         if let Some(flush) = flush {
             self.settle_flush(flush);
+        }
+    }
+
+    /// [`ContextEngine::finish_flush`] if the checkpoint in flight is `context_id`'s. Every
+    /// path that writes a context's trie rows or journal directly, or reads them to recover
+    /// its trie, calls this first; another context's checkpoint touches none of its rows.
+    pub(crate) fn finish_flush_of(&self, context_id: &ContextId) {
+        let mut slot = lock(&self.flush);
+        if slot.as_ref().is_some_and(|f| f.context_id == *context_id) {
+            if let Some(flush) = slot.take() {
+                drop(slot);
+                self.settle_flush(flush);
+            }
         }
     }
 
@@ -138,15 +150,23 @@ impl<B: Backend> ContextEngine<B> {
     /// In the background, its dirty nodes are copied and marked flushing under the apply
     /// lock; the thread writes them with the deletion of the journal entries of every delta
     /// committed so far (`seq` below the context's delta count), while later deltas add
-    /// entries past them. Under the apply lock.
-    fn checkpoint_soon(&self, context_id: &ContextId) -> Result<(), EngineError> {
-        self.finish_flush();
+    /// entries past them. At most one is in flight: if another context's is, this one waits
+    /// for it if `may_wait`, else is left for later (returns false). Under the apply lock.
+    fn checkpoint_soon(&self, context_id: &ContextId, may_wait: bool) -> Result<bool, EngineError> {
+        self.finish_flush_of(context_id);
         let unflushed = lock(&self.trie).context_unflushed_bytes(context_id);
         if unflushed == 0 {
-            return Ok(());
+            return Ok(true);
         }
         if unflushed <= self.config.background_checkpoint_bytes {
-            return self.checkpoint_locked(context_id);
+            self.checkpoint_locked(context_id)?;
+            return Ok(true);
+        }
+        if lock(&self.flush).is_some() {
+            if !may_wait {
+                return Ok(false);
+            }
+            self.finish_flush();
         }
         // Every committed delta's journal entry has a `seq` below the committed delta count.
         let seq = self.store.get(&ContextStatus { context_id: *context_id })?.map_or(0, |s| s.delta_count);
@@ -165,12 +185,13 @@ impl<B: Backend> ContextEngine<B> {
         match spawned {
             Ok(handle) => {
                 *lock(&self.flush) = Some(Flush { context_id: id, handle });
-                Ok(())
+                Ok(true)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "could not start a checkpoint thread; checkpointing in place");
                 lock(&self.trie).unflush(context_id);
-                self.checkpoint_locked(context_id)
+                self.checkpoint_locked(context_id)?;
+                Ok(true)
             }
         }
     }
@@ -196,7 +217,7 @@ impl<B: Backend> ContextEngine<B> {
     /// as a checkpoint. Under the apply lock.
     fn recover_trie(&self, context_id: &ContextId) -> Result<(), EngineError> {
         // The stored rows and the journal are read as a checkpoint in flight leaves them.
-        self.finish_flush();
+        self.finish_flush_of(context_id);
         // Whatever memory holds for the context is not to be trusted (a failed run or
         // update left it, or nothing is there): start from the stored rows.
         lock(&self.trie).forget(context_id);
@@ -326,16 +347,21 @@ impl<B: Backend> ContextEngine<B> {
     }
 
     /// Checkpoints the contexts whose trie has not changed for `idle` (a large one in the
-    /// background); returns how many.
+    /// background); returns how many were written or started. A large one is left for a
+    /// later call while another context's checkpoint is in flight, so that this never holds
+    /// the apply lock waiting for a write.
     pub fn checkpoint_idle(&self, idle: Duration) -> Result<usize, EngineError> {
         let _guard = lock(&self.apply_lock);
         self.poll_flush();
         let Some(before) = Instant::now().checked_sub(idle) else { return Ok(0) };
         let contexts = lock(&self.trie).idle_since(before);
+        let mut done = 0;
         for context_id in &contexts {
-            self.checkpoint_soon(context_id)?;
+            if self.checkpoint_soon(context_id, false)? {
+                done += 1;
+            }
         }
-        Ok(contexts.len())
+        Ok(done)
     }
 
     /// The engine's trie memory and checkpoints, for metrics.
@@ -354,9 +380,11 @@ impl<B: Backend> ContextEngine<B> {
     /// to half of it; a large checkpoint is written in the background. Under the apply lock.
     pub(crate) fn checkpoint_if_needed(&self) -> Result<(), EngineError> {
         self.poll_flush();
+        // A long journal can wait for the checkpoint in flight to land (a later commit
+        // comes back to it); too many unwritten bytes cannot.
         let long = lock(&self.trie).over_keys(self.config.checkpoint_keys);
         for context_id in long {
-            self.checkpoint_soon(&context_id)?;
+            self.checkpoint_soon(&context_id, false)?;
         }
         // Nodes handed to a checkpoint in flight are on their way out: the limit is on the
         // others (so a checkpoint in flight is not waited for until they pass it again).
@@ -369,14 +397,14 @@ impl<B: Backend> ContextEngine<B> {
             if lock(&self.trie).unflushed_bytes() <= limit / 2 {
                 break;
             }
-            self.checkpoint_soon(&context_id)?;
+            self.checkpoint_soon(&context_id, true)?;
         }
         Ok(())
     }
 
-    /// Writes all of a context's dirty nodes in place, after any checkpoint in flight.
+    /// Writes all of a context's dirty nodes in place, after its checkpoint in flight.
     fn checkpoint_locked(&self, context_id: &ContextId) -> Result<(), EngineError> {
-        self.finish_flush();
+        self.finish_flush_of(context_id);
         let mut batch;
         {
             let memory = lock(&self.trie);
@@ -415,7 +443,7 @@ impl<B: Backend> ContextEngine<B> {
         meta: &ContextMetaValue,
         status: &ContextStatusValue,
     ) -> Result<(), EngineError> {
-        self.finish_flush();
+        self.finish_flush_of(context_id);
         stage_trie(context_id, lock(&self.trie).dirty(context_id), &mut batch);
         batch.delete_prefix(&TrieJournal::prefix(context_id))?;
         batch.put(&ContextMeta { context_id: *context_id }, meta);
