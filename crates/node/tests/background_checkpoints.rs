@@ -81,12 +81,35 @@ fn gated_store() -> GatedStore {
 
 /// Every checkpoint in the background; none but the ones the test asks for.
 fn engine_over(store: &GatedStore) -> ContextEngine<Hooked<Gated>> {
-    let config = EngineConfig { background_checkpoint_bytes: 0, checkpoint_bytes: 1 << 30, ..EngineConfig::default() };
+    engine_with(store, 0)
+}
+
+/// Checkpoints of more than `background` dirty bytes in the background; none but the ones
+/// the test asks for.
+fn engine_with(store: &GatedStore, background: usize) -> ContextEngine<Hooked<Gated>> {
+    let config =
+        EngineConfig { background_checkpoint_bytes: background, checkpoint_bytes: 1 << 30, ..EngineConfig::default() };
     ContextEngine::new(store.clone(), config)
 }
 
 fn put(keys: std::ops::Range<u8>, value: u8) -> Vec<Action> {
     keys.map(|k| Action::Put { key: vec![b'k', k], value: vec![value; 4] }).collect()
+}
+
+/// Runs `f`, which must not wait for the held checkpoint write: fails (after letting the
+/// write go) if it has not returned within 10 s.
+fn without_waiting<T: Send>(store: &GatedStore, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        let (done, finished) = std::sync::mpsc::channel();
+        scope.spawn(move || {
+            let _ = done.send(f());
+        });
+        let result = finished.recv_timeout(Duration::from_secs(10));
+        if result.is_err() {
+            store.backend().set(Gate::Open);
+        }
+        result.expect("it waited for the checkpoint in flight")
+    })
 }
 
 fn journal_seqs(store: &GatedStore) -> Vec<u64> {
@@ -126,6 +149,8 @@ fn deltas_applied_while_a_checkpoint_is_written_stay_journaled() {
     let (_, root) = engine.write(&CTX, &author, put(50..90, 3)).unwrap();
     assert_eq!(journal_seqs(&store), vec![0, 1, 2]);
     assert_eq!(engine.view(&CTX).unwrap().root_hash, root);
+    // The idle pass leaves the context for later rather than wait for its own checkpoint.
+    assert_eq!(without_waiting(&store, || engine.checkpoint_idle(Duration::ZERO).unwrap()), 0);
 
     store.backend().set(Gate::Open);
     engine.wait_for_checkpoint();
@@ -246,18 +271,9 @@ fn another_contexts_checkpoints_do_not_wait_for_the_one_in_flight() {
     // An in-place checkpoint of OTHER does not wait for CTX's either.
     let other_journal = |store: &GatedStore| store.scan(TrieJournal::prefix(&OTHER)).count().unwrap();
     assert_eq!(other_journal(&store), 1);
-    std::thread::scope(|scope| {
-        let (done, finished) = std::sync::mpsc::channel();
-        let engine = &engine;
-        scope.spawn(move || {
-            engine.checkpoint(&OTHER).unwrap();
-            done.send(()).unwrap();
-        });
-        let result = finished.recv_timeout(Duration::from_secs(10));
-        store.backend().set(Gate::Open); // lets a waiting checkpoint go, should the check fail
-        assert!(result.is_ok(), "the checkpoint of another context waited for the one in flight");
-    });
+    without_waiting(&store, || engine.checkpoint(&OTHER).unwrap());
     assert_eq!(other_journal(&store), 0);
+    store.backend().set(Gate::Open);
     engine.wait_for_checkpoint();
     assert_eq!(journal_seqs(&store), Vec::<u64>::new());
     let other_root = engine.view(&OTHER).unwrap().root_hash;
@@ -267,4 +283,26 @@ fn another_contexts_checkpoints_do_not_wait_for_the_one_in_flight() {
     assert_eq!(reopened.view(&OTHER).unwrap().root_hash, other_root);
     drop(reopened);
     crash_and_check(engine_over(&store), &store, root);
+}
+
+#[test]
+fn a_small_change_to_a_context_in_flight_is_left_for_later_by_the_idle_pass() {
+    let store = gated_store();
+    let engine = engine_with(&store, 4096);
+    engine.create_context(CTX, app()).unwrap();
+    let author = SecretKey::from_bytes(&[9; 32]);
+    engine.write(&CTX, &author, put(0..200, 1)).unwrap();
+    assert!(engine.trie_stats().dirty_bytes > 4096, "a checkpoint for the background");
+    assert_eq!(engine.checkpoint_idle(Duration::ZERO).unwrap(), 1);
+    store.backend().await_arrivals(1);
+    let (_, root) = engine.write(&CTX, &author, put(7..8, 2)).unwrap();
+    // Small enough to write in place, but it must come after the write in flight: left
+    // for a later pass.
+    assert_eq!(without_waiting(&store, || engine.checkpoint_idle(Duration::ZERO).unwrap()), 0);
+    store.backend().set(Gate::Open);
+    engine.wait_for_checkpoint();
+    assert_eq!(journal_seqs(&store), vec![1]);
+    assert_eq!(engine.checkpoint_idle(Duration::ZERO).unwrap(), 1);
+    assert_eq!(journal_seqs(&store), Vec::<u64>::new());
+    crash_and_check(engine, &store, root);
 }

@@ -153,6 +153,14 @@ impl<B: Backend> ContextEngine<B> {
     /// entries past them. At most one is in flight: if another context's is, this one waits
     /// for it if `may_wait`, else is left for later (returns false). Under the apply lock.
     fn checkpoint_soon(&self, context_id: &ContextId, may_wait: bool) -> Result<bool, EngineError> {
+        // `Some(true)`: this context's own checkpoint is in flight (anything it writes now
+        // must come after it); `Some(false)`: another context's.
+        let in_flight = lock(&self.flush).as_ref().map(|f| f.context_id == *context_id);
+        let unflushed = lock(&self.trie).context_unflushed_bytes(context_id);
+        let large = unflushed > self.config.background_checkpoint_bytes;
+        if !may_wait && (in_flight == Some(true) || (in_flight.is_some() && large)) {
+            return Ok(false);
+        }
         self.finish_flush_of(context_id);
         let unflushed = lock(&self.trie).context_unflushed_bytes(context_id);
         if unflushed == 0 {
@@ -162,12 +170,8 @@ impl<B: Backend> ContextEngine<B> {
             self.checkpoint_locked(context_id)?;
             return Ok(true);
         }
-        if lock(&self.flush).is_some() {
-            if !may_wait {
-                return Ok(false);
-            }
-            self.finish_flush();
-        }
+        // Another context's checkpoint in flight: wait for it (`may_wait`, checked above).
+        self.finish_flush();
         // Every committed delta's journal entry has a `seq` below the committed delta count.
         let seq = self.store.get(&ContextStatus { context_id: *context_id })?.map_or(0, |s| s.delta_count);
         let (rows, bytes) = {
