@@ -16,8 +16,9 @@
 //! entries of the deltas applied by then (`seq` below the context's delta count); nodes
 //! that change meanwhile become dirty again, and a failed write leaves them all dirty with
 //! the journal whole. At most one is in flight, and everything that writes a context's
-//! trie rows or journal directly, or recovers its trie, waits for that context's first. The engine checkpoints the contexts with the most dirty bytes whenever the
-//! total passes [`super::EngineConfig::checkpoint_bytes`]; the node checkpoints contexts
+//! trie rows or journal directly, or recovers its trie, waits for that context's first.
+//! The engine checkpoints the contexts with the most dirty bytes whenever the total
+//! passes [`super::EngineConfig::checkpoint_bytes`]; the node checkpoints contexts
 //! idle for a few seconds ([`ContextEngine::checkpoint_idle`]) and every context at shutdown
 //! ([`ContextEngine::checkpoint_all`], also run when the engine is dropped). Writes that
 //! rewrite trie rows directly — a repair merge, a reindex, a snapshot install — carry the
@@ -140,7 +141,11 @@ impl<B: Backend> ContextEngine<B> {
             }
             Err(e) => {
                 memory.unflush(&flush.context_id);
-                tracing::warn!(context = %flush.context_id, error = %e, "trie checkpoint failed; the changed nodes stay in memory");
+                tracing::warn!(
+                    context = %flush.context_id,
+                    error = %e,
+                    "trie checkpoint failed; the changed nodes stay in memory"
+                );
             }
         }
     }
