@@ -23,6 +23,11 @@
 //!   (every branch dirty, about 360,000) holds the applying thread: written in place
 //!   (sorted, encoded, RocksDB's write), or handed to a thread of its own (the nodes copied
 //!   and marked flushing), as the engine does past `background_checkpoint_bytes`.
+//! - `checkpoint_1m/background_worst_stall`: the hand-over plus the longest of the small
+//!   writes the applying thread makes, back to back, while the checkpoint is written: a
+//!   write that comes while RocksDB writes the checkpoint's batch waits for it (RocksDB
+//!   writes batches one group at a time, in order). This is the longest the applying
+//!   thread is held by one background checkpoint.
 //!
 //! Run: `./x bench --bench apply` (or `cargo bench --workspace --bench apply`).
 
@@ -42,8 +47,8 @@ use weft_node::context::merkle::{self, Change};
 use weft_node::context::trie_memory::{StoredRows, TrieMemory};
 use weft_node::context::{check_signatures, sign_delta, stage_trie, AnyAuthor, ContextEngine, EngineConfig};
 use weft_primitives::{Action, ApplicationMeta, ContextId, DeltaId, HybridTimestamp, SecretKey};
-use weft_store::schema::Column;
-use weft_store::{RocksBackend, RocksConfig, Store};
+use weft_store::schema::{Column, ContextState};
+use weft_store::{RawTail, RocksBackend, RocksConfig, Store};
 
 fn app() -> ApplicationMeta {
     ApplicationMeta { name: "bench".into(), version: "1".into(), ..Default::default() }
@@ -233,6 +238,31 @@ fn bench(c: &mut Criterion) {
         )
     });
     finish(&mut flush.borrow_mut(), &mut TrieMemory::new(0));
+    group.bench_function(BenchmarkId::new("checkpoint_1m", "background_worst_stall"), |b| {
+        b.iter_custom(|iters| {
+            let mut held = Duration::ZERO;
+            for _ in 0..iters {
+                let mut memory = dirty();
+                let start = Instant::now();
+                let flush = hand_over(&store, ctx, &mut memory);
+                let hand_over_time = start.elapsed();
+                let mut longest = Duration::ZERO;
+                let mut n = 0u64;
+                while !flush.handle.is_finished() {
+                    n += 1;
+                    let mut batch = store.batch();
+                    let row = ContextState { context_id: ctx, app_key: RawTail(n.to_be_bytes().to_vec()) };
+                    batch.put(&row, &vec![n as u8; 32]);
+                    let write = Instant::now();
+                    store.write(batch).expect("write");
+                    longest = longest.max(write.elapsed());
+                }
+                held += hand_over_time + longest;
+                finish(&mut Some(flush), &mut memory);
+            }
+            held
+        })
+    });
     group.finish();
 }
 
