@@ -252,7 +252,7 @@ fn bench(c: &mut Criterion) {
                     n += 1;
                     let mut batch = store.batch();
                     let row = ContextState { context_id: ctx, app_key: RawTail(n.to_be_bytes().to_vec()) };
-                    batch.put(&row, &vec![n as u8; 32]);
+                    batch.put(&row, &[n as u8; 32]);
                     let write = Instant::now();
                     store.write(batch).expect("write");
                     longest = longest.max(write.elapsed());
