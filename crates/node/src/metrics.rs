@@ -235,7 +235,7 @@ impl NodeMetrics {
         );
         registry.register(
             "trie_memory_bytes",
-            "Merkle trie nodes in the state engine's memory: changed since the last checkpoint (dirty) and cached branches (cached)",
+            "Merkle trie nodes in the state engine's memory: changed since the last checkpoint (dirty), being written by a checkpoint in flight (flushing) and cached branches (cached)",
             m.trie_memory.clone(),
         );
         registry.register(
@@ -332,7 +332,9 @@ impl NodeMetrics {
     /// Sets the trie memory gauges and brings the checkpoint counter up to the engine's.
     pub fn observe_tries(&self, stats: &TrieStats) {
         let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        self.trie_memory.get_or_create(&[("kind", "dirty")]).set(gauge(stats.dirty_bytes));
+        let dirty = stats.dirty_bytes.saturating_sub(stats.flushing_bytes);
+        self.trie_memory.get_or_create(&[("kind", "dirty")]).set(gauge(dirty));
+        self.trie_memory.get_or_create(&[("kind", "flushing")]).set(gauge(stats.flushing_bytes));
         self.trie_memory.get_or_create(&[("kind", "cached")]).set(gauge(stats.cached_bytes));
         self.trie_checkpoints.inc_by(stats.checkpoints.saturating_sub(self.trie_checkpoints.get()));
         self.trie_rebuilds.inc_by(stats.rebuilds.saturating_sub(self.trie_rebuilds.get()));
@@ -489,6 +491,13 @@ mod tests {
         net.namespace_keys_received.store(1, std::sync::atomic::Ordering::Relaxed);
         net.sessions_deferred.store(2, std::sync::atomic::Ordering::Relaxed);
         m.observe_network(&net);
+        m.observe_tries(&TrieStats {
+            dirty_bytes: 100,
+            flushing_bytes: 60,
+            cached_bytes: 30,
+            checkpoints: 2,
+            rebuilds: 0,
+        });
         let stats = StoreStats {
             columns: vec![ColumnStats { name: "state", estimate_keys: 42, ..ColumnStats::default() }],
             block_cache_usage: 7,
@@ -516,6 +525,10 @@ mod tests {
             "weft_rpc_calls_total{method=\"state_put\",outcome=\"ok\"} 1",
             "weft_rocksdb_estimate_keys{cf=\"state\"} 42",
             "weft_rocksdb_block_cache_usage_bytes 7",
+            "weft_trie_memory_bytes{kind=\"dirty\"} 40",
+            "weft_trie_memory_bytes{kind=\"flushing\"} 60",
+            "weft_trie_memory_bytes{kind=\"cached\"} 30",
+            "weft_trie_checkpoints_total 2",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }

@@ -144,6 +144,7 @@ fn deltas_applied_while_a_checkpoint_is_written_stay_journaled() {
     store.backend().await_arrivals(1);
     let before = engine.trie_stats();
     assert!(before.dirty_bytes > 0, "the nodes being written are not in the store yet");
+    assert_eq!(before.flushing_bytes, before.dirty_bytes, "all of them are being written");
 
     // Meanwhile a delta changes keys under the flushing nodes and adds its own.
     let (_, root) = engine.write(&CTX, &author, put(50..90, 3)).unwrap();
@@ -157,6 +158,7 @@ fn deltas_applied_while_a_checkpoint_is_written_stay_journaled() {
     assert_eq!(journal_seqs(&store), vec![2], "the checkpoint deletes only the entries of the deltas it holds");
     let after = engine.trie_stats();
     assert_eq!(after.checkpoints, before.checkpoints + 1);
+    assert_eq!(after.flushing_bytes, 0);
     assert!(after.dirty_bytes > 0, "the nodes the later delta changed are still to be written");
     assert_eq!(engine.view(&CTX).unwrap().root_hash, root);
 

@@ -56,8 +56,11 @@ use crate::context::merkle::{self, Change, NibblePath, TrieRow};
 /// The engine's trie memory and checkpoints ([`ContextEngine::trie_stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TrieStats {
-    /// Bytes of trie nodes changed since their context's last checkpoint.
+    /// Bytes of trie nodes changed since their context's last checkpoint (including those
+    /// a checkpoint in flight is writing).
     pub dirty_bytes: usize,
+    /// Of `dirty_bytes`, those a checkpoint in flight is writing.
+    pub flushing_bytes: usize,
     /// Bytes of cached stored branch nodes.
     pub cached_bytes: usize,
     /// Checkpoints written since the engine started.
@@ -378,6 +381,7 @@ impl<B: Backend> ContextEngine<B> {
         let memory = lock(&self.trie);
         TrieStats {
             dirty_bytes: memory.dirty_bytes(),
+            flushing_bytes: memory.dirty_bytes() - memory.unflushed_bytes(),
             cached_bytes: memory.clean_bytes(),
             checkpoints: self.checkpoints.load(Ordering::Relaxed),
             rebuilds: self.trie_rebuilds.load(Ordering::Relaxed),
