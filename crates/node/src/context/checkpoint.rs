@@ -293,17 +293,8 @@ impl<B: Backend> ContextEngine<B> {
             let rows = self.rebuild_trie(context_id, &meta)?;
             self.replace_trie(context_id, rows);
         }
-        let mut batch;
-        {
-            let memory = lock(&self.trie);
-            batch = self.store.batch_with_capacity(memory.context_dirty_bytes(context_id));
-            if !replayed {
-                // Every stored row goes; the rebuilt ones, staged after, are written over that.
-                batch.delete_prefix(&MerkleNode::prefix(context_id))?;
-            }
-            stage_trie(context_id, memory.dirty(context_id), &mut batch);
-        }
-        batch.delete_prefix(&TrieJournal::prefix(context_id))?;
+        // Unless replayed, every stored row goes; the rebuilt ones are written over that.
+        let batch = self.checkpoint_batch(context_id, !replayed)?;
         if let Err(e) = self.store.write(batch) {
             lock(&self.trie).forget(context_id);
             return Err(e.into());
@@ -381,7 +372,7 @@ impl<B: Backend> ContextEngine<B> {
         let memory = lock(&self.trie);
         TrieStats {
             dirty_bytes: memory.dirty_bytes(),
-            flushing_bytes: memory.dirty_bytes() - memory.unflushed_bytes(),
+            flushing_bytes: memory.flushing_bytes(),
             cached_bytes: memory.clean_bytes(),
             checkpoints: self.checkpoints.load(Ordering::Relaxed),
             rebuilds: self.trie_rebuilds.load(Ordering::Relaxed),
@@ -418,21 +409,37 @@ impl<B: Backend> ContextEngine<B> {
     /// Writes all of a context's dirty nodes in place, after its checkpoint in flight.
     fn checkpoint_locked(&self, context_id: &ContextId) -> Result<(), EngineError> {
         self.finish_flush_of(context_id);
-        let mut batch;
-        {
-            let memory = lock(&self.trie);
-            if !memory.is_dirty(context_id) {
-                return Ok(());
-            }
-            // The nodes' memory cost is a little above their encoded size: the batch is
-            // sized once (a checkpoint of a 1M-key trie is some 70 MB of rows).
-            batch = self.store.batch_with_capacity(memory.context_dirty_bytes(context_id));
-            stage_trie(context_id, memory.dirty(context_id), &mut batch);
+        if !lock(&self.trie).is_dirty(context_id) {
+            return Ok(());
         }
-        batch.delete_prefix(&TrieJournal::prefix(context_id))?;
+        let batch = self.checkpoint_batch(context_id, false)?;
         self.store.write(batch)?;
         lock(&self.trie).settle(context_id);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A batch holding a context's dirty (and flushing) nodes and the deletion of its whole
+    /// journal, after the deletion of every stored trie row if `clear`. Sized once: the
+    /// nodes' memory cost is a little above their encoded size (a checkpoint of a 1M-key
+    /// trie is some 70 MB of rows).
+    fn checkpoint_batch(&self, context_id: &ContextId, clear: bool) -> Result<WriteBatch<'_, B, Column>, EngineError> {
+        let mut batch = self.store.batch_with_capacity(lock(&self.trie).context_dirty_bytes(context_id));
+        if clear {
+            batch.delete_prefix(&MerkleNode::prefix(context_id))?;
+        }
+        self.stage_checkpoint(context_id, &mut batch)?;
+        Ok(batch)
+    }
+
+    /// Stages a context's dirty (and flushing) nodes and the deletion of its whole journal.
+    fn stage_checkpoint(
+        &self,
+        context_id: &ContextId,
+        batch: &mut WriteBatch<'_, B, Column>,
+    ) -> Result<(), EngineError> {
+        stage_trie(context_id, lock(&self.trie).dirty(context_id), batch);
+        batch.delete_prefix(&TrieJournal::prefix(context_id))?;
         Ok(())
     }
 
@@ -457,8 +464,7 @@ impl<B: Backend> ContextEngine<B> {
         status: &ContextStatusValue,
     ) -> Result<(), EngineError> {
         self.finish_flush_of(context_id);
-        stage_trie(context_id, lock(&self.trie).dirty(context_id), &mut batch);
-        batch.delete_prefix(&TrieJournal::prefix(context_id))?;
+        self.stage_checkpoint(context_id, &mut batch)?;
         batch.put(&ContextMeta { context_id: *context_id }, meta);
         batch.put(&weft_store::schema::ContextStatus { context_id: *context_id }, status);
         if let Err(e) = self.store.write(batch) {

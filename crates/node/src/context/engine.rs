@@ -721,17 +721,15 @@ impl<B: Backend> ContextEngine<B> {
     /// Writes a run's batch with the context's rows; the trie nodes it changed become the
     /// context's dirty nodes (only once the write succeeded), written at a checkpoint.
     fn commit(&self, context_id: &ContextId, mut run: Run<'_, B>) -> Result<(), EngineError> {
-        if !run.failed {
-            run.stage_written(context_id);
-        }
-        let Run { mut batch, meta, status, applied, failed, .. } = run;
-        if failed {
+        if run.failed {
             // Its trie changes were forgotten with the rest of the context's trie memory when
             // the update failed (see `TrieMemory::update`).
             return Err(EngineError::Store(StoreError::Backend(
                 "a trie update of the run failed, so nothing of the run was written".into(),
             )));
         }
+        run.stage_written(context_id);
+        let Run { mut batch, meta, status, applied, .. } = run;
         if applied == 0 {
             return Ok(());
         }

@@ -443,6 +443,11 @@ impl TrieMemory {
         self.dirty_bytes
     }
 
+    /// Bytes of flushing nodes (handed to a checkpoint being written) over every context.
+    pub fn flushing_bytes(&self) -> usize {
+        self.flushing_bytes
+    }
+
     /// Bytes of dirty nodes not handed to a checkpoint, over every context.
     pub fn unflushed_bytes(&self) -> usize {
         self.dirty_bytes - self.flushing_bytes
