@@ -27,6 +27,30 @@ impl Hash {
     }
 }
 
+/// Asks the CPU to start loading the memory of `value` into its caches: a hint that
+/// changes no result (nothing is read that the program sees), so that memory the next steps
+/// need arrives while the CPU does other work. A no-op where weft has no prefetch
+/// instruction for the target.
+#[inline]
+#[allow(unsafe_code)]
+pub fn prefetch<T: ?Sized>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let start = (value as *const T).cast::<u8>();
+        let len = std::mem::size_of_val(value);
+        let skew = start.addr() % 64;
+        for offset in (0..len + skew).step_by(64) {
+            let line = start.wrapping_sub(skew).wrapping_add(offset);
+            // SAFETY: PREFETCHT0 is a hint: it never faults, whatever the address, and
+            // changes no memory or register the program can observe. SSE, which provides
+            // it, is part of every x86_64 CPU (the target's baseline).
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.cast()) }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
