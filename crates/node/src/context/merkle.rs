@@ -6,7 +6,10 @@
 //! function of the set of (key, value) pairs alone — not of history or insertion
 //! order. Because key hashes are uniform, the expected depth is about
 //! log16(n) + 1, so a changed key costs O(log n) node hashes; a batch of keys is
-//! applied in one top-down pass that visits each shared ancestor once.
+//! applied in one top-down pass that visits each shared ancestor once, then the changed
+//! branches are hashed a level at a time from the deepest up — several at once where a
+//! level has several ([`weft_primitives::branch_hashes`]), else each restarting from the
+//! chaining values it keeps ([`TrieBranch::hash_incremental`]).
 //!
 //! Hashes (blake3 with domain separation, no XOR or sums):
 //! - leaf: `derive("weft merkle leaf v1", key_hash ‖ value_hash)`;
@@ -32,7 +35,10 @@ use std::collections::BTreeMap;
 use weft_primitives::Hash;
 
 pub use weft_primitives::TrieLeaf as Leaf;
-pub use weft_primitives::{branch_hash, leaf_hash, Children, TrieBranch, TrieChild, TrieNode, TrieRow};
+pub use weft_primitives::{
+    branch_hash, branch_hashes, leaf_hash, BranchInput, Children, TrieBranch, TrieChild, TrieNode, TrieRow,
+    BRANCH_INPUT_LEN,
+};
 
 /// Number of children of a branch.
 pub const RADIX: usize = weft_primitives::TRIE_RADIX;
@@ -168,6 +174,9 @@ pub trait Nodes {
     fn take(&mut self, path: &NibblePath) -> Result<Option<TrieRow>, Self::Error>;
     /// Leaves `row` at `path` (`None`: there is no node there now).
     fn put(&mut self, path: NibblePath, row: Option<TrieRow>);
+    /// A hint, before any node is taken: the nodes on the paths of `changes` (sorted by key
+    /// hash) will be taken soon, so they may start loading (into the CPU's caches, say).
+    fn prefetch(&mut self, _changes: &[Change<'_>]) {}
 }
 
 /// What a subtree became.
@@ -179,24 +188,36 @@ enum Sub<'k> {
         key: Cow<'k, [u8]>,
         hash: Hash,
     },
-    Branch(Hash),
+    /// A branch changed by this update: its index among the pass's [`Unhashed`] branches.
+    Branch(usize),
 }
 
 impl Sub<'_> {
-    fn hash(&self) -> Hash {
-        match self {
-            Sub::Empty => Hash::ZERO,
-            Sub::Leaf { hash, .. } | Sub::Branch(hash) => *hash,
-        }
-    }
-
+    /// The child to record in the parent; a changed branch's hash is filled in later.
     fn as_child(&self) -> TrieChild<'_> {
         match self {
             Sub::Empty => TrieChild::Empty,
             Sub::Leaf { key, hash } => TrieChild::Leaf { key, hash: *hash },
-            Sub::Branch(hash) => TrieChild::Branch(*hash),
+            Sub::Branch(_) => TrieChild::Branch(Hash::ZERO),
         }
     }
+}
+
+/// A branch an update changed or built, waiting for its hash: branches are hashed after
+/// the trie's shape is settled, a level at a time from the deepest up, so the changed
+/// branches of one level are hashed together ([`weft_primitives::branch_hashes`]).
+struct Unhashed {
+    path: NibblePath,
+    node: TrieBranch,
+    /// Where its hash goes: its parent's index and its nibble there (none for the root).
+    parent: Option<(usize, u8)>,
+}
+
+/// One update's working state: the nodes, and the branches changed so far (children
+/// before their parents).
+struct Pass<'n, N> {
+    nodes: &'n mut N,
+    unhashed: Vec<Unhashed>,
 }
 
 /// A leaf to place: key hash (its position), key and node hash.
@@ -210,27 +231,86 @@ struct Place<'k> {
 /// and returns its new root. On an error `nodes` may hold a half-changed trie: the caller
 /// must drop what it took from it (the engine forgets the context's trie memory, which its
 /// journal then rebuilds).
+///
+/// Two passes: the first walks down the paths of the changed keys, settling the trie's
+/// shape (which branches exist, which leaves move) and taking each branch it changes out of
+/// `nodes`; the second hashes those branches a level at a time, from the deepest up, and
+/// puts them back.
 pub fn update<N: Nodes>(nodes: &mut N, mut changes: Vec<Change<'_>>) -> Result<Hash, N::Error> {
     // Sort by key hash, keeping the last change per key.
     changes.reverse();
     changes.sort_by_key(|c| c.key_hash);
     changes.dedup_by(|later, earlier| later.key_hash == earlier.key_hash);
+    nodes.prefetch(&changes);
     let root = NibblePath::ROOT;
-    let sub = match nodes.take(&root)? {
-        None => build(nodes, root, &mut places(&changes))?,
+    let mut pass = Pass { nodes, unhashed: Vec::new() };
+    let sub = match pass.nodes.take(&root)? {
+        None => pass.build(root, &mut places(&changes))?,
         Some(TrieRow::Lone(leaf)) => {
             let weft_primitives::LoneLeaf { key, hash } = *leaf;
-            merge_leaf(nodes, root, Cow::Owned(key), hash, &changes)?
+            pass.merge_leaf(root, Cow::Owned(key), hash, &changes)?
         }
-        Some(TrieRow::Branch(branch)) => update_branch(nodes, root, branch, &changes)?,
+        Some(TrieRow::Branch(branch)) => pass.update_branch(root, branch, &changes)?,
     };
-    match &sub {
-        Sub::Empty => nodes.put(root, None),
-        Sub::Leaf { key, hash } => nodes.put(root, Some(TrieRow::lone(key.to_vec(), *hash))),
-        // Written where it was built or updated.
-        Sub::Branch(_) => {}
+    let Pass { nodes, unhashed } = pass;
+    let root_hash = hash_and_put(nodes, unhashed);
+    Ok(match sub {
+        Sub::Empty => {
+            nodes.put(root, None);
+            Hash::ZERO
+        }
+        Sub::Leaf { key, hash } => {
+            nodes.put(root, Some(TrieRow::lone(key.into_owned(), hash)));
+            hash
+        }
+        // Put back with the other changed branches.
+        Sub::Branch(_) => root_hash.unwrap_or(Hash::ZERO),
+    })
+}
+
+/// Levels with at least this many changed branches hash them side by side
+/// ([`branch_hashes`]: four at a time with SSE4.1, eight with AVX2), which costs less than
+/// even the incremental hashing of each ([`TrieBranch::hash_incremental`]).
+const HASH_TOGETHER: usize = 4;
+
+/// Hashes the changed branches, deepest level first (a branch's children are one level
+/// below it, so each level's branches are ready together), fills each hash into its parent,
+/// and puts every branch back into `nodes`. Returns the hash of the parentless one, the
+/// root, if the root is among them.
+fn hash_and_put<N: Nodes>(nodes: &mut N, mut unhashed: Vec<Unhashed>) -> Option<Hash> {
+    // (depth, index), deepest first.
+    let mut order: Vec<(usize, usize)> = unhashed.iter().enumerate().map(|(i, u)| (u.path.depth(), i)).collect();
+    order.sort_unstable_by(|a, b| b.cmp(a));
+    let mut root = None;
+    let mut inputs: Vec<BranchInput> = Vec::new();
+    let mut hashes: Vec<Hash> = Vec::new();
+    for level in order.chunk_by(|a, b| a.0 == b.0) {
+        hashes.clear();
+        if level.len() < HASH_TOGETHER {
+            // A few branches (one per level for a single changed key): each restarts from
+            // the chaining values it keeps, where its children did not change.
+            hashes.extend(level.iter().map(|(_, i)| unhashed[*i].node.hash_incremental()));
+        } else {
+            inputs.clear();
+            inputs.resize(level.len(), [0; BRANCH_INPUT_LEN]);
+            for ((_, i), input) in level.iter().zip(inputs.iter_mut()) {
+                unhashed[*i].node.hash_input(input);
+            }
+            hashes.resize(level.len(), Hash::ZERO);
+            let refs: Vec<&BranchInput> = inputs.iter().collect();
+            branch_hashes(&refs, &mut hashes);
+        }
+        for ((_, i), hash) in level.iter().zip(&hashes) {
+            match unhashed[*i].parent {
+                Some((parent, n)) => unhashed[parent].node.set_hash(n, *hash),
+                None => root = Some(*hash),
+            }
+        }
     }
-    Ok(sub.hash())
+    for Unhashed { path, node, .. } in unhashed {
+        nodes.put(path, Some(TrieRow::Branch(node)));
+    }
+    root
 }
 
 /// The nibble at `depth` of the first item's key hash, and how many items from the first
@@ -248,110 +328,148 @@ fn places<'k>(changes: &[Change<'k>]) -> Vec<Place<'k>> {
         .collect()
 }
 
-/// Updates the branch `node` (taken from `path`) with `changes`, all under `path`.
-fn update_branch<'k, N: Nodes>(
-    nodes: &mut N,
-    path: NibblePath,
-    mut node: TrieBranch,
-    changes: &[Change<'k>],
-) -> Result<Sub<'k>, N::Error> {
-    let depth = path.depth();
-    let mut rest = changes;
-    while let Some((n, split)) = run_of(rest, depth, |c| &c.key_hash) {
-        let (group, tail) = rest.split_at(split);
-        rest = tail;
-        let child_path =
-            path.child(n).ok_or_else(|| Corrupt(format!("a branch at {path:?}, past the deepest path")))?;
-        let sub = match node.child(n) {
-            TrieChild::Empty => build(nodes, child_path, &mut places(group))?,
-            // The common update: the one change below is to this leaf's own key.
-            TrieChild::Leaf { key, .. } if group.len() == 1 && group[0].key == key => match group[0].leaf {
-                Some(hash) => {
-                    node.set(n, TrieChild::Leaf { key: group[0].key, hash });
-                    continue;
+impl<'k, N: Nodes> Pass<'_, N> {
+    /// Updates the branch `node` (taken from `path`) with `changes`, all under `path`.
+    fn update_branch(
+        &mut self,
+        path: NibblePath,
+        mut node: TrieBranch,
+        changes: &[Change<'k>],
+    ) -> Result<Sub<'k>, N::Error> {
+        let depth = path.depth();
+        let mut rest = changes;
+        let mut changed = Changed::new();
+        while let Some((n, split)) = run_of(rest, depth, |c| &c.key_hash) {
+            let (group, tail) = rest.split_at(split);
+            rest = tail;
+            let child_path =
+                path.child(n).ok_or_else(|| Corrupt(format!("a branch at {path:?}, past the deepest path")))?;
+            let sub = match node.child(n) {
+                TrieChild::Empty => self.build(child_path, &mut places(group))?,
+                // The common update: the one change below is to this leaf's own key.
+                TrieChild::Leaf { key, .. } if group.len() == 1 && group[0].key == key => match group[0].leaf {
+                    Some(hash) => {
+                        node.set_hash(n, hash);
+                        continue;
+                    }
+                    None => Sub::Empty,
+                },
+                TrieChild::Leaf { key, hash } => {
+                    let key = key.to_vec();
+                    self.merge_leaf(child_path, Cow::Owned(key), hash, group)?
                 }
-                None => Sub::Empty,
-            },
-            TrieChild::Leaf { key, hash } => {
-                let key = key.to_vec();
-                merge_leaf(nodes, child_path, Cow::Owned(key), hash, group)?
-            }
-            TrieChild::Branch(_) => match nodes.take(&child_path)? {
-                Some(TrieRow::Branch(child)) => update_branch(nodes, child_path, child, group)?,
-                other => {
-                    nodes.put(child_path, other);
-                    return Err(Corrupt(format!(
-                        "the branch at {path:?} names a branch at {child_path:?} that is not stored"
-                    ))
-                    .into());
-                }
-            },
-        };
-        node.set(n, sub.as_child());
+                TrieChild::Branch(_) => match self.nodes.take(&child_path)? {
+                    Some(TrieRow::Branch(child)) => self.update_branch(child_path, child, group)?,
+                    other => {
+                        self.nodes.put(child_path, other);
+                        return Err(Corrupt(format!(
+                            "the branch at {path:?} names a branch at {child_path:?} that is not stored"
+                        ))
+                        .into());
+                    }
+                },
+            };
+            node.set(n, sub.as_child());
+            changed.note(n, &sub);
+        }
+        Ok(self.finish(path, node, changed))
     }
-    Ok(finish(nodes, path, node))
-}
 
-/// The subtree at `path` that held only the leaf (`key`, `hash`), after `changes` (all under
-/// `path`).
-fn merge_leaf<'k, N: Nodes>(
-    nodes: &mut N,
-    path: NibblePath,
-    key: Cow<'k, [u8]>,
-    hash: Hash,
-    changes: &[Change<'k>],
-) -> Result<Sub<'k>, N::Error> {
-    let key_hash = Hash::digest(&key);
-    let mut leaves = places(changes);
-    if !changes.iter().any(|c| c.key_hash == key_hash) {
-        let at = leaves.partition_point(|p| p.key_hash < key_hash);
-        leaves.insert(at, Place { key_hash, key, hash });
+    /// The subtree at `path` that held only the leaf (`key`, `hash`), after `changes` (all
+    /// under `path`).
+    fn merge_leaf(
+        &mut self,
+        path: NibblePath,
+        key: Cow<'k, [u8]>,
+        hash: Hash,
+        changes: &[Change<'k>],
+    ) -> Result<Sub<'k>, N::Error> {
+        let key_hash = Hash::digest(&key);
+        let mut leaves = places(changes);
+        if !changes.iter().any(|c| c.key_hash == key_hash) {
+            let at = leaves.partition_point(|p| p.key_hash < key_hash);
+            leaves.insert(at, Place { key_hash, key, hash });
+        }
+        self.build(path, &mut leaves)
     }
-    build(nodes, path, &mut leaves)
-}
 
-/// A fresh subtree at `path` holding exactly `leaves` (sorted by key hash, distinct), where
-/// no node is stored at or below `path`.
-fn build<'k, N: Nodes>(nodes: &mut N, path: NibblePath, leaves: &mut [Place<'k>]) -> Result<Sub<'k>, N::Error> {
-    match leaves {
-        [] => Ok(Sub::Empty),
-        [only] => Ok(Sub::Leaf { key: std::mem::replace(&mut only.key, Cow::Borrowed(&[])), hash: only.hash }),
-        _ => {
-            let depth = path.depth();
-            let mut subs: [Sub<'k>; RADIX] = Default::default();
-            let mut rest = leaves;
-            while let Some((n, split)) = run_of(rest, depth, |l| &l.key_hash) {
-                let (group, tail) = rest.split_at_mut(split);
-                rest = tail;
-                let child_path =
-                    path.child(n).ok_or_else(|| Corrupt(format!("two leaves with one key hash below {path:?}")))?;
-                if let Some(slot) = subs.get_mut(usize::from(n)) {
-                    *slot = build(nodes, child_path, group)?;
+    /// A fresh subtree at `path` holding exactly `leaves` (sorted by key hash, distinct),
+    /// where no node is stored at or below `path`.
+    fn build(&mut self, path: NibblePath, leaves: &mut [Place<'k>]) -> Result<Sub<'k>, N::Error> {
+        match leaves {
+            [] => Ok(Sub::Empty),
+            [only] => Ok(Sub::Leaf { key: std::mem::replace(&mut only.key, Cow::Borrowed(&[])), hash: only.hash }),
+            _ => {
+                let depth = path.depth();
+                let mut subs: [Sub<'k>; RADIX] = Default::default();
+                let mut rest = leaves;
+                while let Some((n, split)) = run_of(rest, depth, |l| &l.key_hash) {
+                    let (group, tail) = rest.split_at_mut(split);
+                    rest = tail;
+                    let child_path =
+                        path.child(n).ok_or_else(|| Corrupt(format!("two leaves with one key hash below {path:?}")))?;
+                    if let Some(slot) = subs.get_mut(usize::from(n)) {
+                        *slot = self.build(child_path, group)?;
+                    }
                 }
+                let children: [TrieChild<'_>; RADIX] = std::array::from_fn(|n| subs[n].as_child());
+                let node = TrieBranch::from_children(&children);
+                let mut changed = Changed::new();
+                for (n, sub) in subs.iter().enumerate() {
+                    changed.note(n as u8, sub);
+                }
+                Ok(self.finish(path, node, changed))
             }
-            let children: [TrieChild<'_>; RADIX] = std::array::from_fn(|n| subs[n].as_child());
-            Ok(finish(nodes, path, TrieBranch::from_children(&children)))
         }
     }
+
+    /// Leaves `node` at `path` in canonical form: no node if it has no child, its leaf
+    /// moved up if that is its only child, else the branch, to be hashed once its changed
+    /// child branches (`changed`) are.
+    fn finish(&mut self, path: NibblePath, node: TrieBranch, changed: Changed) -> Sub<'k> {
+        if node.is_empty() {
+            self.nodes.put(path, None);
+            return Sub::Empty;
+        }
+        if let Some(n) = node.only_child() {
+            if let TrieChild::Leaf { key, hash } = node.child(n) {
+                let sub = Sub::Leaf { key: Cow::Owned(key.to_vec()), hash };
+                self.nodes.put(path, None);
+                return sub;
+            }
+        }
+        let at = self.unhashed.len();
+        for (n, child) in changed.iter() {
+            if let Some(c) = self.unhashed.get_mut(child) {
+                c.parent = Some((at, n));
+            }
+        }
+        self.unhashed.push(Unhashed { path, node, parent: None });
+        Sub::Branch(at)
+    }
 }
 
-/// Leaves `node` at `path` in canonical form: no node if it has no child, its leaf moved up
-/// if that is its only child, else the branch.
-fn finish<'k, N: Nodes>(nodes: &mut N, path: NibblePath, node: TrieBranch) -> Sub<'k> {
-    if node.is_empty() {
-        nodes.put(path, None);
-        return Sub::Empty;
+/// A branch's children that are changed branches (nibble, index among the unhashed).
+struct Changed {
+    children: [(u8, usize); RADIX],
+    len: usize,
+}
+
+impl Changed {
+    fn new() -> Self {
+        Changed { children: [(0, 0); RADIX], len: 0 }
     }
-    if let Some(n) = node.only_child() {
-        if let TrieChild::Leaf { key, hash } = node.child(n) {
-            let sub = Sub::Leaf { key: Cow::Owned(key.to_vec()), hash };
-            nodes.put(path, None);
-            return sub;
+
+    fn note(&mut self, nibble: u8, sub: &Sub<'_>) {
+        if let (Sub::Branch(i), Some(slot)) = (sub, self.children.get_mut(self.len)) {
+            *slot = (nibble, *i);
+            self.len += 1;
         }
     }
-    let hash = node.hash();
-    nodes.put(path, Some(TrieRow::Branch(node)));
-    Sub::Branch(hash)
+
+    fn iter(&self) -> impl Iterator<Item = (u8, usize)> + '_ {
+        self.children[..self.len].iter().copied()
+    }
 }
 
 /// The root of a trie holding exactly `entries`, computed from scratch.

@@ -3,6 +3,7 @@
 pub mod delta;
 pub mod engine;
 pub mod merkle;
+pub mod path_table;
 pub mod trie_memory;
 
 pub use delta::{check_signature, check_signatures, compute_delta_id, sign_delta, DeltaLimits, InvalidDelta};

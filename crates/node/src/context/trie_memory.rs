@@ -14,6 +14,9 @@
 //! replaced or dropped, so the cache never serves a node the store no longer holds. Top
 //! levels, read by every update, enter first.
 //!
+//! A context's nodes live in a [`PathTable`] keyed by path, so that an update can prefetch
+//! every level's node before it walks down to them (see [`super::path_table`]).
+//!
 //! This module holds the maps and their accounting only; what makes the scheme crash-safe
 //! (the trie journal, recovery at first use) is the engine's, in `checkpoint.rs`.
 
@@ -26,6 +29,7 @@ use weft_store::schema::{Column, ContextState, MerkleNode};
 use weft_store::{Backend, RawTail, Read, Store, StoreError};
 
 use super::merkle::{self, Change, Corrupt, LogicalTrie, NibblePath, Nodes, RowSource};
+use super::path_table::{PathHash, PathTable, INDEX_BYTES_PER_ENTRY};
 
 /// The engine's hash maps: foldhash (seeded per process) instead of SipHash, which showed
 /// as several per cent of the apply path. Keys are trie paths and application keys.
@@ -114,9 +118,12 @@ pub fn node_cost(row: Option<&TrieRow>) -> usize {
         Some(TrieRow::Lone(leaf)) => std::mem::size_of::<weft_primitives::LoneLeaf>() + leaf.key.len(),
         None => 0,
     };
-    // The map entry (path and row) and the hash table's control byte, rounded up.
-    std::mem::size_of::<(NibblePath, Option<TrieRow>)>() + 8 + body
+    // The table's entry (path and slot) and its index words.
+    std::mem::size_of::<Option<(NibblePath, Slot)>>() + INDEX_BYTES_PER_ENTRY + body
 }
+
+/// Tries with fewer branches than this are not prefetched (they stay in the CPU's caches).
+const PREFETCH_MIN_NODES: usize = 4096;
 
 /// A node in memory: changed since the context's last checkpoint (`None` for a removed
 /// node, which shadows its stored row), or a cached copy of its stored row.
@@ -141,7 +148,7 @@ enum SlotState {
 /// probe.
 #[derive(Default)]
 struct ContextTrie {
-    nodes: FastMap<NibblePath, Slot>,
+    nodes: PathTable<Slot>,
     /// Bytes of nodes the store lacks: dirty and flushing ones.
     dirty_bytes: usize,
     /// Bytes of flushing nodes (a part of `dirty_bytes`).
@@ -161,10 +168,16 @@ struct ContextTrie {
 
 impl ContextTrie {
     /// Takes the slot at `path` out, with its accounting.
+    ///
+    /// The path keeps its place in the table, as a dirty removal, until the update puts the
+    /// node back (`put_dirty` then finds it where it was): no entry is removed and added
+    /// again per level.
     fn take(&mut self, path: &NibblePath) -> Option<Option<TrieRow>> {
-        let slot = self.nodes.remove(path)?;
-        self.uncharge(&slot);
-        Some(slot.row)
+        let slot = self.nodes.get_mut(path)?;
+        let taken = std::mem::replace(slot, Slot { row: None, state: SlotState::Dirty });
+        self.uncharge(&taken);
+        self.dirty_bytes += node_cost(None);
+        Some(taken.row)
     }
 
     /// Leaves `row` at `path`, dirty.
@@ -172,6 +185,49 @@ impl ContextTrie {
         self.dirty_bytes += node_cost(row.as_ref());
         if let Some(old) = self.nodes.insert(path, Slot { row, state: SlotState::Dirty }) {
             self.uncharge(&old);
+        }
+    }
+
+    /// Starts loading the nodes memory holds on the paths of `changes` (sorted by key hash)
+    /// into the CPU's caches, all at once (see [`super::path_table`]): in three rounds of
+    /// overlapping misses — the table's index slots, its entries, the nodes' buffers —
+    /// instead of two or three misses in a row per level during the update. Down to the
+    /// depth where a trie of this many branches has its last ones; a small trie stays in the
+    /// caches anyway and is not prefetched.
+    fn prefetch(&self, changes: &[Change<'_>]) {
+        if self.nodes.len() < PREFETCH_MIN_NODES {
+            return;
+        }
+        // A trie of n keys has about n / 2.8 branches and its leaves about log16(n) + 1 deep.
+        let keys = self.nodes.len().saturating_mul(3);
+        let depth = ((usize::BITS - keys.leading_zeros()) as usize).div_ceil(4) + 1;
+        let mut paths: Vec<(NibblePath, PathHash)> = Vec::with_capacity(changes.len() * depth);
+        let mut previous: Option<&Hash> = None;
+        for change in changes {
+            // Sorted by key hash: paths the previous key shares are already listed.
+            let shared = previous.map_or(0, |p| {
+                (0..depth).take_while(|d| merkle::nibble(p, *d) == merkle::nibble(&change.key_hash, *d)).count()
+            });
+            previous = Some(&change.key_hash);
+            let mut path = NibblePath::ROOT;
+            for d in 0..depth {
+                let Some(child) = path.child(merkle::nibble(&change.key_hash, d)) else { break };
+                path = child;
+                if d >= shared {
+                    paths.push((path, self.nodes.hash(&path)));
+                }
+            }
+        }
+        for (_, hash) in &paths {
+            self.nodes.prefetch_slot(*hash);
+        }
+        let positions: Vec<Option<usize>> = paths.iter().map(|(_, hash)| self.nodes.prefetch_entry(*hash)).collect();
+        for ((path, _), position) in paths.iter().zip(positions) {
+            if let Some(Slot { row: Some(TrieRow::Branch(branch)), .. }) =
+                position.and_then(|p| self.nodes.entry_at(p, path))
+            {
+                weft_primitives::prefetch(branch.bytes());
+            }
         }
     }
 
@@ -225,6 +281,9 @@ impl<B: Backend> Nodes for Lent<'_, '_, B> {
     }
     fn put(&mut self, path: NibblePath, row: Option<TrieRow>) {
         self.trie.put_dirty(path, row);
+    }
+    fn prefetch(&mut self, changes: &[Change<'_>]) {
+        self.trie.prefetch(changes);
     }
 }
 
