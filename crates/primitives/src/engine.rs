@@ -498,6 +498,24 @@ impl TrieBranch {
         out[0]
     }
 
+    /// Block `b` (0–7) of what the branch's hash covers: the hashes of children `2b` and
+    /// `2b + 1`, zero where there is none.
+    fn hash_block(&self, b: usize, out: &mut [u8; 64]) {
+        for (half, to) in out.chunks_exact_mut(32).enumerate() {
+            let n = 2 * b + half;
+            match self.present >> n & 1 {
+                1 => {
+                    let at = 32 * below(self.present, n);
+                    match self.data.get(at..at + 32) {
+                        Some(from) => to.copy_from_slice(from),
+                        None => to.fill(0),
+                    }
+                }
+                _ => to.fill(0),
+            }
+        }
+    }
+
     /// Writes what the branch's hash covers into `out`: its children's hashes by nibble, zero
     /// where there is none (to hash many branches at once with [`branch_hashes`]).
     pub fn hash_input(&self, out: &mut BranchInput) {
@@ -530,8 +548,6 @@ impl TrieBranch {
     /// and keeping them for next time if it has at least [`CV_CACHE_MIN_CHILDREN`] children.
     /// For one branch at a time; [`branch_hashes`] hashes many faster.
     pub fn hash_incremental(&mut self) -> Hash {
-        let mut input = [0u8; BRANCH_INPUT_LEN];
-        self.hash_input(&mut input);
         let (platform, key) = &*PLATFORM;
         if self.chain.is_none() && self.len() >= CV_CACHE_MIN_CHILDREN {
             self.chain = Some(Box::new(ChainCache { cvs: [[0; 8]; 7], valid_blocks: 0 }));
@@ -543,8 +559,8 @@ impl TrieBranch {
             },
             None => (0, *key),
         };
-        let blocks = input.chunks_exact(64).enumerate().skip(first);
-        for (b, block) in blocks {
+        let mut block = [0u8; 64];
+        for b in first..BRANCH_INPUT_LEN / 64 {
             let mut flags = DERIVE_KEY_MATERIAL;
             if b == 0 {
                 flags |= CHUNK_START;
@@ -552,8 +568,8 @@ impl TrieBranch {
             if b == 7 {
                 flags |= CHUNK_END | ROOT;
             }
-            let block: &[u8; 64] = block.try_into().unwrap_or(&[0; 64]);
-            platform.compress_in_place(&mut cv, block, 64, 0, flags);
+            self.hash_block(b, &mut block);
+            platform.compress_in_place(&mut cv, &block, 64, 0, flags);
             if let (Some(chain), true) = (&mut self.chain, b < 7) {
                 chain.cvs[b] = cv;
             }

@@ -59,7 +59,7 @@ pub fn nibble(hash: &Hash, depth: usize) -> u8 {
 /// A path of at most [`MAX_DEPTH`] nibbles, packed two to a byte: copied, hashed and compared
 /// without allocating. Paths order as their nibble sequences do (a path before its
 /// extensions), which is the order of their stored keys.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct NibblePath {
     // Field order matters for `Ord`: the packed nibbles (unused ones zero), then the length.
     bytes: [u8; MAX_DEPTH / 2],
@@ -122,6 +122,25 @@ impl NibblePath {
     /// The nibbles, one per byte (the form of stored keys and of paths on the wire).
     pub fn to_nibbles(&self) -> Vec<u8> {
         (0..self.depth()).map(|i| self.get(i)).collect()
+    }
+}
+
+impl std::hash::Hash for NibblePath {
+    /// The length and the bytes holding nibbles, a word at a time (nibbles past the length
+    /// are zero, so equal paths hash equally): one or two words for the paths of any trie
+    /// this side of 16^16 keys, where hashing all 33 bytes cost more than the lookup.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let used = self.depth().div_ceil(2);
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&self.bytes[..8]);
+        // The length spread over the word's bits (an odd multiplier), so that paths of other
+        // lengths do not collide by pattern.
+        state.write_u64(u64::from_le_bytes(first) ^ u64::from(self.len).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for word in self.bytes[8..].chunks_exact(8).take(used.saturating_sub(1) / 8) {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(word);
+            state.write_u64(u64::from_le_bytes(bytes));
+        }
     }
 }
 
@@ -243,7 +262,7 @@ pub fn update<N: Nodes>(nodes: &mut N, mut changes: Vec<Change<'_>>) -> Result<H
     changes.dedup_by(|later, earlier| later.key_hash == earlier.key_hash);
     nodes.prefetch(&changes);
     let root = NibblePath::ROOT;
-    let mut pass = Pass { nodes, unhashed: Vec::new() };
+    let mut pass = Pass { nodes, unhashed: Vec::with_capacity(16) };
     let sub = match pass.nodes.take(&root)? {
         None => pass.build(root, &mut places(&changes))?,
         Some(TrieRow::Lone(leaf)) => {
@@ -278,29 +297,35 @@ const HASH_TOGETHER: usize = 4;
 /// and puts every branch back into `nodes`. Returns the hash of the parentless one, the
 /// root, if the root is among them.
 fn hash_and_put<N: Nodes>(nodes: &mut N, mut unhashed: Vec<Unhashed>) -> Option<Hash> {
-    // (depth, index), deepest first.
-    let mut order: Vec<(usize, usize)> = unhashed.iter().enumerate().map(|(i, u)| (u.path.depth(), i)).collect();
-    order.sort_unstable_by(|a, b| b.cmp(a));
+    // (depth, index, hash to be), deepest first.
+    let mut order: Vec<(usize, usize, Hash)> =
+        unhashed.iter().enumerate().map(|(i, u)| (u.path.depth(), i, Hash::ZERO)).collect();
+    order.sort_unstable_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
     let mut root = None;
     let mut inputs: Vec<BranchInput> = Vec::new();
     let mut hashes: Vec<Hash> = Vec::new();
-    for level in order.chunk_by(|a, b| a.0 == b.0) {
-        hashes.clear();
+    for level in order.chunk_by_mut(|a, b| a.0 == b.0) {
         if level.len() < HASH_TOGETHER {
             // A few branches (one per level for a single changed key): each restarts from
             // the chaining values it keeps, where its children did not change.
-            hashes.extend(level.iter().map(|(_, i)| unhashed[*i].node.hash_incremental()));
+            for (_, i, hash) in level.iter_mut() {
+                *hash = unhashed[*i].node.hash_incremental();
+            }
         } else {
             inputs.clear();
             inputs.resize(level.len(), [0; BRANCH_INPUT_LEN]);
-            for ((_, i), input) in level.iter().zip(inputs.iter_mut()) {
+            for ((_, i, _), input) in level.iter().zip(inputs.iter_mut()) {
                 unhashed[*i].node.hash_input(input);
             }
+            hashes.clear();
             hashes.resize(level.len(), Hash::ZERO);
             let refs: Vec<&BranchInput> = inputs.iter().collect();
             branch_hashes(&refs, &mut hashes);
+            for ((_, _, hash), computed) in level.iter_mut().zip(&hashes) {
+                *hash = *computed;
+            }
         }
-        for ((_, i), hash) in level.iter().zip(&hashes) {
+        for (_, i, hash) in level.iter() {
             match unhashed[*i].parent {
                 Some((parent, n)) => unhashed[parent].node.set_hash(n, *hash),
                 None => root = Some(*hash),

@@ -164,6 +164,8 @@ struct ContextTrie {
     changed_at: Option<Instant>,
     /// The trie journal was replayed in this process (see `ContextEngine::trie_view`).
     recovered: bool,
+    /// The paths a prefetch looks up, kept between updates (see [`ContextTrie::prefetch`]).
+    prefetch_scratch: Vec<(NibblePath, PathHash, Option<usize>)>,
 }
 
 impl ContextTrie {
@@ -194,14 +196,15 @@ impl ContextTrie {
     /// instead of two or three misses in a row per level during the update. Down to the
     /// depth where a trie of this many branches has its last ones; a small trie stays in the
     /// caches anyway and is not prefetched.
-    fn prefetch(&self, changes: &[Change<'_>]) {
+    fn prefetch(&mut self, changes: &[Change<'_>]) {
         if self.nodes.len() < PREFETCH_MIN_NODES {
             return;
         }
         // A trie of n keys has about n / 2.8 branches and its leaves about log16(n) + 1 deep.
         let keys = self.nodes.len().saturating_mul(3);
         let depth = ((usize::BITS - keys.leading_zeros()) as usize).div_ceil(4) + 1;
-        let mut paths: Vec<(NibblePath, PathHash)> = Vec::with_capacity(changes.len() * depth);
+        let mut paths = std::mem::take(&mut self.prefetch_scratch);
+        paths.clear();
         let mut previous: Option<&Hash> = None;
         for change in changes {
             // Sorted by key hash: paths the previous key shares are already listed.
@@ -214,21 +217,24 @@ impl ContextTrie {
                 let Some(child) = path.child(merkle::nibble(&change.key_hash, d)) else { break };
                 path = child;
                 if d >= shared {
-                    paths.push((path, self.nodes.hash(&path)));
+                    paths.push((path, self.nodes.hash(&path), None));
                 }
             }
         }
-        for (_, hash) in &paths {
+        for (_, hash, _) in &paths {
             self.nodes.prefetch_slot(*hash);
         }
-        let positions: Vec<Option<usize>> = paths.iter().map(|(_, hash)| self.nodes.prefetch_entry(*hash)).collect();
-        for ((path, _), position) in paths.iter().zip(positions) {
+        for (_, hash, position) in paths.iter_mut() {
+            *position = self.nodes.prefetch_entry(*hash);
+        }
+        for (path, _, position) in &paths {
             if let Some(Slot { row: Some(TrieRow::Branch(branch)), .. }) =
                 position.and_then(|p| self.nodes.entry_at(p, path))
             {
                 weft_primitives::prefetch(branch.bytes());
             }
         }
+        self.prefetch_scratch = paths;
     }
 
     /// Removes a slot's cost from the accounts.
