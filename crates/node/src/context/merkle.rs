@@ -300,7 +300,7 @@ fn hash_and_put<N: Nodes>(nodes: &mut N, mut unhashed: Vec<Unhashed>) -> Option<
     // (depth, index, hash to be), deepest first.
     let mut order: Vec<(usize, usize, Hash)> =
         unhashed.iter().enumerate().map(|(i, u)| (u.path.depth(), i, Hash::ZERO)).collect();
-    order.sort_unstable_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+    order.sort_unstable_by_key(|o| std::cmp::Reverse((o.0, o.1)));
     let mut root = None;
     let mut inputs: Vec<BranchInput> = Vec::new();
     let mut hashes: Vec<Hash> = Vec::new();
