@@ -77,6 +77,10 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("weftd").build().map_err(other)?;
     let service = runtime.block_on(async {
+        // Listen for SIGTERM and SIGINT before anything can report ready: a signal sent as
+        // soon as `/ready` answers must stop the node, not be lost while the listeners are
+        // being registered (or kill it outright, before any handler exists).
+        let mut signals = ShutdownSignals::listen()?;
         let metrics = Arc::new(NodeMetrics::new());
         let options = RpcOptions {
             listen: config.rpc.listen,
@@ -115,7 +119,7 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
         tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "store open, network listening; ready");
         println!("ready");
 
-        shutdown_signal().await?;
+        signals.recv().await;
         tracing::info!("shutting down: refusing new calls, finishing in-flight ones");
         server.stop().await;
         service.stop_network().await;
@@ -199,15 +203,30 @@ fn publish_rpc_addr(home: &Home, addr: std::net::SocketAddr) -> Result<(), Daemo
     std::fs::rename(&tmp, home.rpc_addr_path()).map_err(other)
 }
 
-async fn shutdown_signal() -> Result<(), DaemonError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).map_err(other)?;
-    let mut int = signal(SignalKind::interrupt()).map_err(other)?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = int.recv() => tracing::info!("SIGINT"),
+/// The signals that stop the daemon. A signal that arrives after [`ShutdownSignals::listen`]
+/// is kept until [`ShutdownSignals::recv`] is awaited.
+struct ShutdownSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    /// Installs the handlers (inside the runtime).
+    fn listen() -> Result<Self, DaemonError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(ShutdownSignals {
+            term: signal(SignalKind::terminate()).map_err(other)?,
+            int: signal(SignalKind::interrupt()).map_err(other)?,
+        })
     }
-    Ok(())
+
+    /// Waits for SIGTERM or SIGINT.
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => tracing::info!("SIGTERM"),
+            _ = self.int.recv() => tracing::info!("SIGINT"),
+        }
+    }
 }
 
 /// `weftd backup DEST`: a RocksDB checkpoint of a stopped node's store (hard links where the

@@ -111,7 +111,18 @@ impl Node {
             if let Some(exit) = child.try_wait().unwrap() {
                 break exit;
             }
-            assert!(Instant::now() < deadline, "weftd did not stop after SIGTERM");
+            if Instant::now() >= deadline {
+                // Say where it hangs (its log, and its threads' stacks where gdb is installed),
+                // then kill it rather than leave it running.
+                let stacks = Command::new("gdb")
+                    .args(["-batch", "-ex", "thread apply all bt", "-p", &child.id().to_string()])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+                    .unwrap_or_default();
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("weftd did not stop after SIGTERM: {}\nstacks:\n{stacks}", self.stderr.lock().unwrap());
+            }
             std::thread::sleep(Duration::from_millis(20));
         };
         // Let the drain threads see EOF.
