@@ -59,7 +59,8 @@ fn open_store_at(path: &Path, rocks: &weft_store::RocksConfig) -> Result<Store<R
 
 /// `weftd run`: initializes the home if it is new, takes its lock, starts the RPC server,
 /// opens the store, serves until SIGINT or SIGTERM, then stops accepting calls, lets
-/// in-flight ones finish, flushes and closes RocksDB.
+/// in-flight ones finish, flushes and closes RocksDB. A signal that comes during startup
+/// stops the node the same way as soon as startup is done.
 pub fn run(home: &Home) -> Result<(), DaemonError> {
     if !home.is_initialized() {
         let report = home.init(&InitOptions::default())?;
