@@ -40,7 +40,7 @@ pub fn branch_hash(children: &[Hash; TRIE_RADIX]) -> Hash {
         slot.copy_from_slice(hash.as_bytes());
     }
     let mut out = [Hash::ZERO];
-    branch_hashes(&[&data], &mut out);
+    branch_hashes(std::slice::from_ref(&data), &mut out);
     out[0]
 }
 
@@ -71,14 +71,18 @@ static PLATFORM: LazyLock<(blake3::platform::Platform, [u32; 8])> =
 /// single chunk, and root, of its own derive-key hash (checked against `blake3::Hasher` by
 /// the tests). This uses blake3's `platform::hash_many`, which the crate does not document
 /// as stable: the workspace pins blake3's version.
-pub fn branch_hashes(inputs: &[&BranchInput], out: &mut [Hash]) {
+pub fn branch_hashes(inputs: &[BranchInput], out: &mut [Hash]) {
     let (platform, key) = &*PLATFORM;
     const GROUP: usize = 16;
     let mut bytes = [0u8; 32 * GROUP];
+    let mut refs: [&BranchInput; GROUP] = [&[0; BRANCH_INPUT_LEN]; GROUP];
     for (inputs, out) in inputs.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
         let bytes = &mut bytes[..32 * inputs.len()];
+        for (r, input) in refs.iter_mut().zip(inputs) {
+            *r = input;
+        }
         platform.hash_many(
-            inputs,
+            &refs[..inputs.len()],
             key,
             0,
             blake3::IncrementCounter::No,
@@ -494,7 +498,7 @@ impl TrieBranch {
         let mut data = [0u8; BRANCH_INPUT_LEN];
         self.hash_input(&mut data);
         let mut out = [Hash::ZERO];
-        branch_hashes(&[&data], &mut out);
+        branch_hashes(std::slice::from_ref(&data), &mut out);
         out[0]
     }
 
@@ -519,17 +523,8 @@ impl TrieBranch {
     /// Writes what the branch's hash covers into `out`: its children's hashes by nibble, zero
     /// where there is none (to hash many branches at once with [`branch_hashes`]).
     pub fn hash_input(&self, out: &mut BranchInput) {
-        let mut slot = 0;
-        for (n, to) in out.chunks_exact_mut(32).enumerate() {
-            if self.present >> n & 1 == 1 {
-                match self.data.get(32 * slot..32 * slot + 32) {
-                    Some(from) => to.copy_from_slice(from),
-                    None => to.fill(0),
-                }
-                slot += 1;
-            } else {
-                to.fill(0);
-            }
+        for (b, block) in out.as_chunks_mut::<64>().0.iter_mut().enumerate() {
+            self.hash_block(b, block);
         }
     }
 
@@ -834,9 +829,8 @@ mod tests {
                     input
                 })
                 .collect();
-            let refs: Vec<&BranchInput> = inputs.iter().collect();
             let mut out = vec![Hash::ZERO; inputs.len()];
-            branch_hashes(&refs, &mut out);
+            branch_hashes(&inputs, &mut out);
             for (input, hash) in inputs.iter().zip(&out) {
                 prop_assert_eq!(*hash, Hash::derive(BRANCH_DOMAIN, input));
             }

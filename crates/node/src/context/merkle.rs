@@ -319,8 +319,7 @@ fn hash_and_put<N: Nodes>(nodes: &mut N, mut unhashed: Vec<Unhashed>) -> Option<
             }
             hashes.clear();
             hashes.resize(level.len(), Hash::ZERO);
-            let refs: Vec<&BranchInput> = inputs.iter().collect();
-            branch_hashes(&refs, &mut hashes);
+            branch_hashes(&inputs, &mut hashes);
             for ((_, _, hash), computed) in level.iter_mut().zip(&hashes) {
                 *hash = *computed;
             }

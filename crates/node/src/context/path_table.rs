@@ -99,12 +99,7 @@ impl<V> PathTable<V> {
 
     /// The value at `path`.
     pub fn get(&self, path: &NibblePath) -> Option<&V> {
-        self.get_hashed(path, self.hash(path))
-    }
-
-    /// [`PathTable::get`] with the path's hash already computed.
-    pub fn get_hashed(&self, path: &NibblePath, hash: PathHash) -> Option<&V> {
-        let (_, position) = self.find(path, hash)?;
+        let (_, position) = self.find(path, self.hash(path))?;
         self.slab.get(position)?.as_ref().map(|(_, v)| v)
     }
 
