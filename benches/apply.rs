@@ -42,86 +42,35 @@ mod common;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use common::deltas::{key, key_into, preloaded, Signer, PRELOAD};
 use common::mix;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use weft_node::context::merkle::{self, Change};
 use weft_node::context::trie_memory::{StoredRows, TrieMemory};
-use weft_node::context::{check_signatures, sign_delta, stage_trie, AnyAuthor, ContextEngine, EngineConfig};
-use weft_primitives::{Action, ApplicationMeta, ContextId, DeltaId, HybridTimestamp, SecretKey};
+use weft_node::context::{check_signatures, stage_trie, AnyAuthor, EngineConfig};
+use weft_primitives::ContextId;
 use weft_store::schema::{Column, ContextState};
-use weft_store::{RawTail, RocksBackend, RocksConfig, Store};
+use weft_store::{RawTail, RocksBackend, Store};
 
-fn app() -> ApplicationMeta {
-    ApplicationMeta { name: "bench".into(), version: "1".into(), ..Default::default() }
-}
-
-/// Key `i`: `user/` and 16 hex digits of `mix(i)`.
-fn key(i: u64) -> Vec<u8> {
-    key_into(i, &mut [0; 21]).to_vec()
-}
-
-/// [`key`]`(i)` written into `out` without allocating: a changed key comes to the trie in
-/// the delta being applied, already in the CPU's caches, so the root-update benchmarks
-/// build it in place instead of reading it from a table of every key (at 1M keys such a
-/// table misses the caches on every lookup, a cost of the benchmark and not of the update).
-fn key_into(i: u64, out: &mut [u8; 21]) -> &[u8] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out[..5].copy_from_slice(b"user/");
-    let m = mix(i);
-    for (n, byte) in out[5..].iter_mut().enumerate() {
-        *byte = HEX[(m >> (60 - 4 * n) & 0xF) as usize];
-    }
-    &out[..]
-}
-
-const PRELOAD: u64 = 1_000_000;
 /// Deltas per `receive_many` call: a run as a peer streams it.
 const RUN: usize = 256;
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = RocksConfig { cache_bytes: 1 << 30, write_buffer_bytes: 256 << 20, ..RocksConfig::default() };
-    let store = Arc::new(Store::open(RocksBackend::open::<Column>(dir.path(), &config).expect("open")).expect("store"));
-    let engine = ContextEngine::new(store.clone(), EngineConfig::default());
-    let ctx = ContextId::from_bytes([7; 32]);
-    engine.create_context(ctx, app()).expect("context");
-    let author = SecretKey::from_bytes(&[1; 32]);
     let started = Instant::now();
-    for chunk in 0..PRELOAD / 1000 {
-        let actions =
-            (chunk * 1000..(chunk + 1) * 1000).map(|i| Action::Put { key: key(i), value: vec![0xAB; 32] }).collect();
-        engine.write(&ctx, &author, actions).expect("preload");
-    }
+    let (store, engine, ctx) = preloaded(dir.path());
     eprintln!("preloaded {PRELOAD} keys in {:?}", started.elapsed());
 
     let mut group = c.benchmark_group("apply");
     group.sample_size(20).measurement_time(Duration::from_secs(10));
-    let mut next_key = PRELOAD;
-    let mut hlc = HybridTimestamp { physical_ms: u64::MAX / 2, logical: 0 };
-    let mut signed = |count: u64, actions_per_delta: u64, parents: Vec<DeltaId>| {
-        let mut parents = parents;
-        let mut deltas = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            hlc.logical += 1;
-            let actions = (0..actions_per_delta)
-                .map(|_| {
-                    next_key += 1;
-                    Action::Put { key: key(next_key), value: vec![0xCD; 32] }
-                })
-                .collect();
-            let d = sign_delta(&ctx, parents, &author, hlc, actions, Vec::new());
-            parents = vec![d.delta_id];
-            deltas.push(d);
-        }
-        deltas
-    };
+    let mut signer = Signer::default();
     for (name, actions_per_delta, run) in
         [("delta_1_action", 1u64, RUN), ("delta_1_action_unbatched", 1, 1), ("delta_64_actions", 64, RUN)]
     {
         group.throughput(Throughput::Elements(actions_per_delta));
         group.bench_function(BenchmarkId::new(name, "1m_keys"), |b| {
             b.iter_custom(|iters| {
-                let deltas = signed(iters, actions_per_delta, engine.view(&ctx).expect("view").heads);
+                let deltas = signer.sign(&ctx, iters, actions_per_delta, engine.view(&ctx).expect("view").heads);
                 let start = Instant::now();
                 let mut deltas = deltas.into_iter().peekable();
                 while deltas.peek().is_some() {
@@ -136,7 +85,7 @@ fn bench(c: &mut Criterion) {
     }
     group.throughput(Throughput::Elements(RUN as u64));
     group.bench_function(BenchmarkId::new("signatures", "batch_256"), |b| {
-        let deltas = signed(RUN as u64, 1, Vec::new());
+        let deltas = signer.sign(&ctx, RUN as u64, 1, Vec::new());
         let refs: Vec<_> = deltas.iter().collect();
         b.iter(|| check_signatures(&refs).into_iter().all(|r| r.is_ok()))
     });

@@ -30,9 +30,9 @@
 //! RocksDB and its settings can sustain here.
 //!
 //! Run: `./x bench --bench apply_floor` (`DELTAS=n` sets the deltas per pass, 16,384 by
-//! default; `ACTIONS=n` the actions per delta, 64 by default).
+//! default; `ACTIONS=n` the actions per delta, 64 by default). A pass of a few thousand
+//! 64-action deltas never fills the memtables, so it shows no flush or compaction at all.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
@@ -41,14 +41,11 @@ mod common;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use common::mix;
+use common::deltas::{key, preloaded, Signer, PRELOAD};
 use weft_node::context::merkle::{self, Change};
 use weft_node::context::trie_memory::{StoredRows, TrieMemory};
-use weft_node::context::{check_signatures, sign_delta, AnyAuthor, ContextEngine, EngineConfig};
-use weft_primitives::{
-    Action, ApplicationMeta, ContextDagDeltaValue, ContextId, DagNodeValue, DivergenceValue, HybridTimestamp,
-    KeyVersion, SecretKey,
-};
+use weft_node::context::{check_signatures, AnyAuthor, EngineConfig};
+use weft_primitives::{Action, ContextDagDeltaValue, ContextId, DagNodeValue, DivergenceValue, KeyVersion};
 use weft_store::schema::{
     Column, ContextDagDelta, ContextMeta, ContextState, ContextStatus, DagNode, DivergenceRecord, StateVersion,
     TrieJournal,
@@ -57,31 +54,38 @@ use weft_store::{ColumnSet, RawTail, Read, RocksBackend, RocksConfig, Store};
 
 type Rocks = Store<RocksBackend, Column>;
 
-const PRELOAD: u64 = 1_000_000;
+/// Deltas per `receive_many` call (and per batch in the `rows` passes), as in `apply`.
 const RUN: usize = 256;
 
-/// Actions per delta: `ACTIONS`, 64 by default.
-fn actions() -> u64 {
-    std::env::var("ACTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+/// A numeric setting from the environment.
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// Key `i`, as in the `apply` bench: `user/` and 16 hex digits of `mix(i)`.
-fn key(i: u64) -> Vec<u8> {
-    format!("user/{:016x}", mix(i)).into_bytes()
+/// The rows a pass writes for a run of deltas.
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    /// The engine's: version reads, and the Delta, DAG-node, trie-journal, divergence,
+    /// state, version, meta and status rows.
+    Engine,
+    /// Seed 002's alone: the Delta, state and meta rows.
+    Seed,
 }
 
 fn main() {
-    let deltas: usize = std::env::var("DELTAS").ok().and_then(|v| v.parse().ok()).unwrap_or(16_384);
+    let deltas = setting("DELTAS", 16_384);
+    let actions = setting("ACTIONS", 64);
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    println!("apply_floor: {deltas} deltas of {} actions per pass, runs of {RUN}, {cores} cores", actions());
-    let mut rows_cpu = Duration::ZERO;
-    let mut seed_rows_cpu = Duration::ZERO;
-    for pass in ["engine", "rows", "seed_rows"] {
+    println!("apply_floor: {deltas} deltas of {actions} actions per pass, runs of {RUN}, {cores} cores");
+    let per_delta = |d: Duration| d.as_secs_f64() * 1e6 / deltas as f64;
+    let mut rows_cpu = Vec::new();
+    for (pass, layout) in [("engine", None), ("rows", Some(Layout::Engine)), ("seed_rows", Some(Layout::Seed))] {
         let dir = tempfile::tempdir().expect("tempdir");
         let (store, engine, ctx) = preloaded(dir.path());
-        let signed = sign(&ctx, deltas, engine.view(&ctx).expect("view").heads);
-        let measured = measure(&store, || match pass {
-            "engine" => {
+        wait_idle(&store);
+        let mut signed = Signer::default().sign(&ctx, deltas, actions, engine.view(&ctx).expect("view").heads);
+        let measured = match layout {
+            None => measure(Some(&store), || {
                 let mut signed = signed.into_iter().peekable();
                 while signed.peek().is_some() {
                     let chunk: Vec<_> = signed.by_ref().take(RUN).collect();
@@ -89,44 +93,38 @@ fn main() {
                         outcome.expect("apply");
                     }
                 }
+            }),
+            Some(layout) => {
+                // As the engine marks a delta it applies (before the timed region: the
+                // engine does it in place, with no copy).
+                signed.iter_mut().for_each(|d| d.applied = true);
+                measure(Some(&store), || {
+                    for run in signed.chunks(RUN) {
+                        write_run(&store, &ctx, run, layout);
+                    }
+                })
             }
-            "rows" => {
-                for chunk in signed.chunks(RUN) {
-                    write_rows(&store, &ctx, chunk);
-                }
-            }
-            _ => {
-                for chunk in signed.chunks(RUN) {
-                    write_seed_rows(&store, &ctx, chunk);
-                }
-            }
-        });
-        measured.print(pass, deltas, cores);
-        match pass {
-            "rows" => rows_cpu = measured.process,
-            "seed_rows" => seed_rows_cpu = measured.process,
-            _ => {}
+        };
+        measured.print(pass, deltas, actions, cores);
+        if layout.is_some() {
+            rows_cpu.push((pass, measured.process));
         }
-        drop(engine);
     }
-    let trie = trie_pass(deltas);
-    trie.print("trie", deltas, cores);
-    let signed = sign(&ContextId::from_bytes([7; 32]), deltas, Vec::new());
+    let trie = trie_pass(deltas, actions);
+    trie.print("trie", deltas, actions, cores);
+    let signed = Signer::default().sign(&ContextId::from_bytes([7; 32]), deltas, actions, Vec::new());
     let refs: Vec<&ContextDagDeltaValue> = signed.iter().collect();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let idle =
-        Store::open(RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).expect("open")).expect("store");
-    let signatures = measure(&idle, || {
+    let signatures = measure(None, || {
         for run in refs.chunks(RUN) {
             assert!(check_signatures(run).iter().all(Result::is_ok));
         }
     });
-    signatures.print("sigs", deltas, cores);
-    for (name, rows) in [("rows", rows_cpu), ("seed_rows", seed_rows_cpu)] {
-        let floor = (rows + trie.process + signatures.process).as_secs_f64() * 1e6 / deltas as f64;
+    signatures.print("sigs", deltas, actions, cores);
+    for (pass, rows) in rows_cpu {
+        let floor = per_delta(rows + trie.process + signatures.process);
         println!(
-            " floor: {name}, trie and sigs {floor:.0} µs CPU/delta; {cores}-core ceiling {:.0} actions/s",
-            cores as f64 * 1e6 / floor * actions() as f64
+            " floor: {pass}, trie and sigs {floor:.0} µs CPU/delta; {cores}-core ceiling {:.0} actions/s",
+            cores as f64 * 1e6 / floor * actions as f64
         );
     }
 }
@@ -134,7 +132,7 @@ fn main() {
 /// The Merkle updates alone: each delta's keys put into a trie of the [`PRELOAD`] keys held
 /// in memory (every branch in the engine's cache, as in `apply/root_update`), with no
 /// checkpoints.
-fn trie_pass(deltas: usize) -> Measured {
+fn trie_pass(deltas: u64, actions: u64) -> Measured {
     let ctx = ContextId::from_bytes([9; 32]);
     let keys: Vec<Vec<u8>> = (0..PRELOAD).map(key).collect();
     let (built, _) = merkle::build_trie(keys.iter().map(|k| (k.as_slice(), &[0xAB; 32][..])));
@@ -144,12 +142,13 @@ fn trie_pass(deltas: usize) -> Measured {
         memory.cache_stored(&ctx, path, row);
     }
     drop(built);
-    let signed = sign(&ctx, deltas, Vec::new());
+    let signed = Signer::default().sign(&ctx, deltas, actions, Vec::new());
+    // Every branch is in memory: the store behind it is never read.
     let dir = tempfile::tempdir().expect("tempdir");
     let store =
         Store::open(RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).expect("open")).expect("store");
     let stored = StoredRows { store: &store, context_id: ctx };
-    measure(&store, || {
+    measure(None, || {
         for delta in &signed {
             let changes = delta
                 .actions
@@ -164,130 +163,69 @@ fn trie_pass(deltas: usize) -> Measured {
     })
 }
 
-/// A fresh database holding a context of [`PRELOAD`] keys written through the engine, with
-/// RocksDB idle.
-fn preloaded(path: &std::path::Path) -> (Arc<Rocks>, ContextEngine<RocksBackend>, ContextId) {
-    let config = RocksConfig { cache_bytes: 1 << 30, write_buffer_bytes: 256 << 20, ..RocksConfig::default() };
-    let store = Arc::new(Store::open(RocksBackend::open::<Column>(path, &config).expect("open")).expect("store"));
-    let engine = ContextEngine::new(store.clone(), EngineConfig::default());
-    let ctx = ContextId::from_bytes([7; 32]);
-    let app = ApplicationMeta { name: "bench".into(), version: "1".into(), ..Default::default() };
-    engine.create_context(ctx, app).expect("context");
-    let author = SecretKey::from_bytes(&[1; 32]);
-    for chunk in 0..PRELOAD / 1000 {
-        let actions =
-            (chunk * 1000..(chunk + 1) * 1000).map(|i| Action::Put { key: key(i), value: vec![0xAB; 32] }).collect();
-        engine.write(&ctx, &author, actions).expect("preload");
-    }
-    wait_idle(&store);
-    (store, engine, ctx)
-}
-
-/// `count` chained 64-action deltas writing fresh keys, as the `apply` bench signs them.
-fn sign(ctx: &ContextId, count: usize, heads: Vec<weft_primitives::DeltaId>) -> Vec<ContextDagDeltaValue> {
-    let author = SecretKey::from_bytes(&[1; 32]);
-    let mut parents = heads;
-    let mut next_key = PRELOAD;
-    let mut hlc = HybridTimestamp { physical_ms: u64::MAX / 2, logical: 0 };
-    (0..count)
-        .map(|_| {
-            hlc.logical += 1;
-            let actions = (0..actions())
-                .map(|_| {
-                    next_key += 1;
-                    Action::Put { key: key(next_key), value: vec![0xCD; 32] }
-                })
-                .collect();
-            let d = sign_delta(ctx, parents.clone(), &author, hlc, actions, Vec::new());
-            parents = vec![d.delta_id];
-            d
-        })
-        .collect()
-}
-
-/// One run's rows, batched as the engine batches them (see `ContextEngine::apply` and
-/// `Run::stage_written`), written in one batch.
-fn write_rows(store: &Rocks, ctx: &ContextId, run: &[ContextDagDeltaValue]) {
+/// One run's RocksDB work in `layout`, in one batch, in the engine's order (see
+/// `ContextEngine::apply` and `Run::stage_written`): per delta its own rows, then the state
+/// (and version) rows in key order, then the context's rows.
+fn write_run(store: &Rocks, ctx: &ContextId, run: &[ContextDagDeltaValue], layout: Layout) {
+    let engine = layout == Layout::Engine;
     let mut meta = store.get(&ContextMeta { context_id: *ctx }).expect("meta").expect("meta row");
     let mut status = store.get(&ContextStatus { context_id: *ctx }).expect("status").unwrap_or_default();
     let mut batch = store.batch();
-    let mut written: Vec<(&[u8], KeyVersion, &[u8])> = Vec::with_capacity(run.len() * actions() as usize);
+    let mut written: Vec<(&[u8], KeyVersion, &[u8])> = Vec::new();
     for delta in run {
-        // The current versions of the delta's keys, which the last-writer-wins rule reads.
-        let keys: Vec<StateVersion> = delta
-            .actions
-            .iter()
-            .map(|a| StateVersion { context_id: *ctx, app_key: RawTail(a.key().to_vec()) })
-            .collect();
-        let current = store.multi_get(&keys).expect("versions");
-        assert!(current.iter().all(Option::is_none), "the deltas write fresh keys");
+        if engine {
+            // The current versions of the delta's keys, which the last-writer-wins rule reads.
+            let keys: Vec<StateVersion> = delta
+                .actions
+                .iter()
+                .map(|a| StateVersion { context_id: *ctx, app_key: RawTail(a.key().to_vec()) })
+                .collect();
+            let current = store.multi_get(&keys).expect("versions");
+            assert!(current.iter().all(Option::is_none), "the deltas write fresh keys");
+        }
         let version = KeyVersion { hlc: delta.hlc, author: delta.author, delta_id: delta.delta_id, deleted: false };
         for action in &delta.actions {
             if let Action::Put { key, value } = action {
                 written.push((key, version, value));
             }
         }
-        batch.put(
-            &DivergenceRecord { context_id: *ctx, delta_id: delta.delta_id },
-            &DivergenceValue {
-                expected: delta.expected_root_hash,
-                actual: meta.root_hash,
-                parents: delta.parents.clone(),
-                author: delta.author,
-                hlc: delta.hlc,
-                seen_at_ms: 0,
-            },
-        );
-        batch.put(&TrieJournal { context_id: *ctx, seq: status.delta_count }, &delta.delta_id);
-        status.delta_count += 1;
-        let mut applied = delta.clone();
-        applied.applied = true;
-        batch.put(&ContextDagDelta { context_id: *ctx, delta_id: delta.delta_id }, &applied);
-        let node = DagNodeValue { parents: delta.parents.clone(), height: status.delta_count };
-        batch.put(&DagNode { context_id: *ctx, delta_id: delta.delta_id }, &node);
+        batch.put(&ContextDagDelta { context_id: *ctx, delta_id: delta.delta_id }, delta);
         meta.dag_heads = vec![delta.delta_id];
+        if engine {
+            batch.put(
+                &DivergenceRecord { context_id: *ctx, delta_id: delta.delta_id },
+                &DivergenceValue {
+                    expected: delta.expected_root_hash,
+                    actual: meta.root_hash,
+                    parents: delta.parents.clone(),
+                    author: delta.author,
+                    hlc: delta.hlc,
+                    seen_at_ms: 0,
+                },
+            );
+            batch.put(&TrieJournal { context_id: *ctx, seq: status.delta_count }, &delta.delta_id);
+            status.delta_count += 1;
+            let node = DagNodeValue { parents: delta.parents.clone(), height: status.delta_count };
+            batch.put(&DagNode { context_id: *ctx, delta_id: delta.delta_id }, &node);
+        }
     }
     written.sort_unstable_by(|a, b| a.0.cmp(b.0));
     for (key, _, value) in &written {
         batch.put(&ContextState { context_id: *ctx, app_key: RawTail(key.to_vec()) }, value);
     }
-    for (key, version, _) in &written {
-        batch.put(&StateVersion { context_id: *ctx, app_key: RawTail(key.to_vec()) }, version);
-    }
-    status.key_count += written.len() as u64;
     batch.put(&ContextMeta { context_id: *ctx }, &meta);
-    batch.put(&ContextStatus { context_id: *ctx }, &status);
-    store.write(batch).expect("write");
-}
-
-/// One run's rows as seed 002 alone asks for them: each delta's Delta row (its actions in
-/// it), the state rows in key order and the context's meta row, in one batch. No version
-/// rows or reads, DAG nodes, trie journal or divergence records.
-fn write_seed_rows(store: &Rocks, ctx: &ContextId, run: &[ContextDagDeltaValue]) {
-    let mut meta = store.get(&ContextMeta { context_id: *ctx }).expect("meta").expect("meta row");
-    let mut batch = store.batch();
-    let mut written: Vec<(&[u8], &[u8])> = Vec::with_capacity(run.len() * actions() as usize);
-    for delta in run {
-        for action in &delta.actions {
-            if let Action::Put { key, value } = action {
-                written.push((key, value));
-            }
+    if engine {
+        for (key, version, _) in &written {
+            batch.put(&StateVersion { context_id: *ctx, app_key: RawTail(key.to_vec()) }, version);
         }
-        let mut applied = delta.clone();
-        applied.applied = true;
-        batch.put(&ContextDagDelta { context_id: *ctx, delta_id: delta.delta_id }, &applied);
-        meta.dag_heads = vec![delta.delta_id];
+        status.key_count += written.len() as u64;
+        batch.put(&ContextStatus { context_id: *ctx }, &status);
     }
-    written.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    for (key, value) in &written {
-        batch.put(&ContextState { context_id: *ctx, app_key: RawTail(key.to_vec()) }, value);
-    }
-    batch.put(&ContextMeta { context_id: *ctx }, &meta);
     store.write(batch).expect("write");
 }
 
 /// Waits until RocksDB has no flush or compaction running or pending.
-fn wait_idle(store: &Store<RocksBackend, Column>) {
+fn wait_idle(store: &Rocks) {
     let db = store.backend().db();
     let busy = |name: &str| -> u64 {
         Column::ALL
@@ -344,13 +282,16 @@ struct Measured {
     background: Duration,
 }
 
-/// Runs `work`, then waits for RocksDB to be idle; the CPU is counted over both.
-fn measure(store: &Store<RocksBackend, Column>, work: impl FnOnce()) -> Measured {
+/// Runs `work`, then waits for `store` (if any: the one `work` writes to) to be idle; the CPU
+/// is counted over both.
+fn measure(store: Option<&Rocks>, work: impl FnOnce()) -> Measured {
     let before = cpu_now();
     let start = Instant::now();
     work();
     let wall = start.elapsed();
-    wait_idle(store);
+    if let Some(store) = store {
+        wait_idle(store);
+    }
     let settled = start.elapsed();
     let after = cpu_now();
     Measured {
@@ -362,19 +303,19 @@ fn measure(store: &Store<RocksBackend, Column>, work: impl FnOnce()) -> Measured
 }
 
 impl Measured {
-    fn print(&self, pass: &str, deltas: usize, cores: usize) {
+    fn print(&self, pass: &str, deltas: u64, actions: u64, cores: usize) {
         let per = |d: Duration| d.as_secs_f64() * 1e6 / deltas as f64;
         let cpu = per(self.process);
         println!(
             "{pass:>6}: wall {:.0} µs/delta ({:.0} actions/s); until idle {:.0} µs/delta; CPU {:.0} µs/delta \
              (RocksDB background {:.0}, rest {:.0}); {cores}-core ceiling {:.0} actions/s",
             per(self.wall),
-            deltas as f64 * actions() as f64 / self.wall.as_secs_f64(),
+            deltas as f64 * actions as f64 / self.wall.as_secs_f64(),
             per(self.settled),
             cpu,
             per(self.background),
             per(self.process.saturating_sub(self.background)),
-            cores as f64 * 1e6 / cpu * actions() as f64,
+            cores as f64 * 1e6 / cpu * actions as f64,
         );
     }
 }

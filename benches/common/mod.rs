@@ -9,3 +9,5 @@ pub fn mix(mut x: u64) -> u64 {
     x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     x ^ (x >> 33)
 }
+
+pub mod deltas;
