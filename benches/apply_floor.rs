@@ -1,9 +1,9 @@
 //! The floor under `apply/delta_*`: what a delta costs in RocksDB, the Merkle trie and its
 //! signature alone, against what the engine spends on it.
 //!
-//! Passes (the first three each on a fresh database preloaded as the `apply` bench preloads
-//! it: a context of 1,000,000 keys written through the engine, then RocksDB left to finish
-//! its flushes and compactions):
+//! Passes (the first four each on a fresh database preloaded as the `apply` bench preloads
+//! it: a context of 1,000,000 keys written through the engine, then its memtables flushed
+//! and RocksDB left to finish its compactions):
 //!
 //! - `engine`: signed deltas writing fresh keys, received through
 //!   `ContextEngine::receive_many` in runs of 256, as `apply/delta_*` receives them;
@@ -15,6 +15,11 @@
 //! - `seed_rows`: only the rows seed 002 itself asks for: per delta its Delta row (its
 //!   actions in it) and its state rows, per run the context's meta row. This is the least
 //!   any engine on seed 002's schema writes;
+//! - `folded_rows`: the `rows` pass with each key's version inside its state row (its Borsh
+//!   bytes before the value; the preloaded context is rewritten so first) instead of a row
+//!   of its own, so a key costs one read and one row fewer. Seed 002 stores State values as
+//!   the application's raw bytes, so this layout is not the schema's: it measures what
+//!   departing from it would be worth;
 //! - `trie`: the same deltas' keys put into a 1,000,000-key trie held in memory (every branch
 //!   in the engine's cache, as in `apply/root_update`), with no checkpoints;
 //! - `sigs`: the same deltas' signatures checked in runs of 256, as `receive_many` checks
@@ -24,14 +29,16 @@
 //! every thread, RocksDB's flush and compaction threads shown apart), counted from the first
 //! delta until RocksDB is idle again after the last, so the flushes and compactions a pass
 //! causes are in it. A machine of `c` cores cannot sustain more than `c / cpu` deltas a
-//! second, however the work is arranged across threads; the floor adds up `rows`, `trie` and
-//! `sigs`, and again `seed_rows`, `trie` and `sigs` (leaving out the trie's checkpoints and
-//! everything else the engine does), so its ceiling bounds what any engine on this schema,
-//! RocksDB and its settings can sustain here.
+//! second, however the work is arranged across threads; a floor adds up one of the row
+//! passes (`rows`, `seed_rows`, `folded_rows`), `trie` and `sigs` (leaving out the trie's
+//! checkpoints and everything else the engine does), so its ceiling bounds what any engine
+//! on that row layout, RocksDB and its settings can sustain here.
 //!
 //! Run: `./x bench --bench apply_floor` (`DELTAS=n` sets the deltas per pass, 16,384 by
-//! default; `ACTIONS=n` the actions per delta, 64 by default). A pass of a few thousand
-//! 64-action deltas never fills the memtables, so it shows no flush or compaction at all.
+//! default; `ACTIONS=n` the actions per delta, 64 by default; `PASSES=engine,rows` runs only
+//! the passes named, and prints no floor unless `trie` and `sigs` are among them). A pass of
+//! a few thousand 64-action deltas never fills the memtables, so it shows no flush or
+//! compaction at all.
 
 use std::time::{Duration, Instant};
 
@@ -50,7 +57,7 @@ use weft_store::schema::{
     Column, ContextDagDelta, ContextMeta, ContextState, ContextStatus, DagNode, DivergenceRecord, StateVersion,
     TrieJournal,
 };
-use weft_store::{ColumnSet, RawTail, Read, RocksBackend, RocksConfig, Store};
+use weft_store::{ColumnSet, FromKeyParts, PrefixBy, RawTail, Read, RocksBackend, RocksConfig, Store};
 
 type Rocks = Store<RocksBackend, Column>;
 
@@ -70,6 +77,11 @@ enum Layout {
     Engine,
     /// Seed 002's alone: the Delta, state and meta rows.
     Seed,
+    /// The engine's, with each key's version inside its state row (its Borsh bytes before
+    /// the value) instead of a row of its own: one read and one row a key fewer. Not
+    /// seed 002's schema, whose State values are the application's raw bytes; measured to
+    /// show what that layout would be worth.
+    Folded,
 }
 
 fn main() {
@@ -77,11 +89,27 @@ fn main() {
     let actions = setting("ACTIONS", 64);
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!("apply_floor: {deltas} deltas of {actions} actions per pass, runs of {RUN}, {cores} cores");
+    let passes = std::env::var("PASSES").unwrap_or_default();
+    let runs = |pass: &str| passes.is_empty() || passes.split(',').any(|p| p.trim() == pass);
     let per_delta = |d: Duration| d.as_secs_f64() * 1e6 / deltas as f64;
     let mut rows_cpu = Vec::new();
-    for (pass, layout) in [("engine", None), ("rows", Some(Layout::Engine)), ("seed_rows", Some(Layout::Seed))] {
+    let all = [
+        ("engine", None),
+        ("rows", Some(Layout::Engine)),
+        ("seed_rows", Some(Layout::Seed)),
+        ("folded_rows", Some(Layout::Folded)),
+    ];
+    for (pass, layout) in all {
+        if !runs(pass) {
+            continue;
+        }
         let dir = tempfile::tempdir().expect("tempdir");
         let (store, engine, ctx) = preloaded(dir.path());
+        if layout == Some(Layout::Folded) {
+            fold_versions(&store, &ctx);
+        }
+        // Every pass starts with empty memtables, so none pays for flushing the set-up's rows.
+        store.flush().expect("flush");
         wait_idle(&store);
         let mut signed = Signer::default().sign(&ctx, deltas, actions, engine.view(&ctx).expect("view").heads);
         let measured = match layout {
@@ -109,6 +137,10 @@ fn main() {
         if layout.is_some() {
             rows_cpu.push((pass, measured.process));
         }
+    }
+    if !(runs("trie") && runs("sigs")) {
+        // The floors need both.
+        return;
     }
     let trie = trie_pass(deltas, actions);
     trie.print("trie", deltas, actions, cores);
@@ -167,7 +199,7 @@ fn trie_pass(deltas: u64, actions: u64) -> Measured {
 /// `ContextEngine::apply` and `Run::stage_written`): per delta its own rows, then the state
 /// (and version) rows in key order, then the context's rows.
 fn write_run(store: &Rocks, ctx: &ContextId, run: &[ContextDagDeltaValue], layout: Layout) {
-    let engine = layout == Layout::Engine;
+    let engine = layout != Layout::Seed;
     let mut meta = store.get(&ContextMeta { context_id: *ctx }).expect("meta").expect("meta row");
     let mut status = store.get(&ContextStatus { context_id: *ctx }).expect("status").unwrap_or_default();
     let mut batch = store.batch();
@@ -175,13 +207,12 @@ fn write_run(store: &Rocks, ctx: &ContextId, run: &[ContextDagDeltaValue], layou
     for delta in run {
         if engine {
             // The current versions of the delta's keys, which the last-writer-wins rule reads.
-            let keys: Vec<StateVersion> = delta
-                .actions
-                .iter()
-                .map(|a| StateVersion { context_id: *ctx, app_key: RawTail(a.key().to_vec()) })
-                .collect();
-            let current = store.multi_get(&keys).expect("versions");
-            assert!(current.iter().all(Option::is_none), "the deltas write fresh keys");
+            let app_keys = delta.actions.iter().map(|a| RawTail(a.key().to_vec()));
+            let fresh = match layout {
+                Layout::Folded => absent(store, app_keys.map(|app_key| ContextState { context_id: *ctx, app_key })),
+                _ => absent(store, app_keys.map(|app_key| StateVersion { context_id: *ctx, app_key })),
+            };
+            assert!(fresh, "the deltas write fresh keys");
         }
         let version = KeyVersion { hlc: delta.hlc, author: delta.author, delta_id: delta.delta_id, deleted: false };
         for action in &delta.actions {
@@ -210,11 +241,18 @@ fn write_run(store: &Rocks, ctx: &ContextId, run: &[ContextDagDeltaValue], layou
         }
     }
     written.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    for (key, _, value) in &written {
-        batch.put(&ContextState { context_id: *ctx, app_key: RawTail(key.to_vec()) }, value);
+    let mut folded = Vec::new();
+    for (key, version, value) in &written {
+        let state = ContextState { context_id: *ctx, app_key: RawTail(key.to_vec()) };
+        if layout == Layout::Folded {
+            fold(version, value, &mut folded);
+            batch.put(&state, &folded);
+        } else {
+            batch.put(&state, value);
+        }
     }
     batch.put(&ContextMeta { context_id: *ctx }, &meta);
-    if engine {
+    if layout == Layout::Engine {
         for (key, version, _) in &written {
             batch.put(&StateVersion { context_id: *ctx, app_key: RawTail(key.to_vec()) }, version);
         }
@@ -222,6 +260,39 @@ fn write_run(store: &Rocks, ctx: &ContextId, run: &[ContextDagDeltaValue], layou
         batch.put(&ContextStatus { context_id: *ctx }, &status);
     }
     store.write(batch).expect("write");
+}
+
+/// Whether none of `keys` is stored (read in one multi-get).
+fn absent<K: FromKeyParts<Columns = Column>>(store: &Rocks, keys: impl Iterator<Item = K>) -> bool {
+    let keys: Vec<K> = keys.collect();
+    store.multi_get(&keys).expect("versions").iter().all(Option::is_none)
+}
+
+/// A state row's value in the [`Layout::Folded`] layout: the version's Borsh bytes, then the
+/// value.
+fn fold(version: &KeyVersion, value: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    borsh::to_writer(&mut *out, version).expect("encode a version");
+    out.extend_from_slice(value);
+}
+
+/// Moves a preloaded context's versions into its state rows ([`Layout::Folded`]): each
+/// version row is deleted and its version written before its key's value.
+fn fold_versions(store: &Rocks, ctx: &ContextId) {
+    let versions = store.scan(StateVersion::prefix(ctx)).collect_all().expect("versions");
+    let states = store.scan(ContextState::prefix(ctx)).collect_all().expect("state");
+    assert_eq!(versions.len(), states.len(), "every preloaded key is live");
+    let mut folded = Vec::new();
+    for (versions, states) in versions.chunks(100_000).zip(states.chunks(100_000)) {
+        let mut batch = store.batch();
+        for ((version_key, version), (state_key, value)) in versions.iter().zip(states) {
+            assert_eq!(version_key.app_key, state_key.app_key, "versions and state rows in the same key order");
+            fold(version, value, &mut folded);
+            batch.put(state_key, &folded);
+            batch.delete(version_key);
+        }
+        store.write(batch).expect("fold");
+    }
 }
 
 /// Waits until RocksDB has no flush or compaction running or pending.
