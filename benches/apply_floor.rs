@@ -57,7 +57,9 @@ use weft_store::schema::{
     Column, ContextDagDelta, ContextMeta, ContextState, ContextStatus, DagNode, DivergenceRecord, StateVersion,
     TrieJournal,
 };
-use weft_store::{ColumnSet, FromKeyParts, PrefixBy, RawTail, Read, RocksBackend, RocksConfig, Store};
+use weft_store::{
+    BorshCodec, ColumnSet, FromKeyParts, PrefixBy, RawTail, Read, RocksBackend, RocksConfig, Store, ValueCodec,
+};
 
 type Rocks = Store<RocksBackend, Column>;
 
@@ -199,13 +201,14 @@ fn trie_pass(deltas: u64, actions: u64) -> Measured {
 /// `ContextEngine::apply` and `Run::stage_written`): per delta its own rows, then the state
 /// (and version) rows in key order, then the context's rows.
 fn write_run(store: &Rocks, ctx: &ContextId, run: &[ContextDagDeltaValue], layout: Layout) {
-    let engine = layout != Layout::Seed;
+    // The engine's bookkeeping beyond seed 002's rows (versions read, DAG, journal, status).
+    let engine_rows = layout != Layout::Seed;
     let mut meta = store.get(&ContextMeta { context_id: *ctx }).expect("meta").expect("meta row");
     let mut status = store.get(&ContextStatus { context_id: *ctx }).expect("status").unwrap_or_default();
     let mut batch = store.batch();
     let mut written: Vec<(&[u8], KeyVersion, &[u8])> = Vec::new();
     for delta in run {
-        if engine {
+        if engine_rows {
             // The current versions of the delta's keys, which the last-writer-wins rule reads.
             let app_keys = delta.actions.iter().map(|a| RawTail(a.key().to_vec()));
             let fresh = match layout {
@@ -222,7 +225,7 @@ fn write_run(store: &Rocks, ctx: &ContextId, run: &[ContextDagDeltaValue], layou
         }
         batch.put(&ContextDagDelta { context_id: *ctx, delta_id: delta.delta_id }, delta);
         meta.dag_heads = vec![delta.delta_id];
-        if engine {
+        if engine_rows {
             batch.put(
                 &DivergenceRecord { context_id: *ctx, delta_id: delta.delta_id },
                 &DivergenceValue {
@@ -256,6 +259,8 @@ fn write_run(store: &Rocks, ctx: &ContextId, run: &[ContextDagDeltaValue], layou
         for (key, version, _) in &written {
             batch.put(&StateVersion { context_id: *ctx, app_key: RawTail(key.to_vec()) }, version);
         }
+    }
+    if engine_rows {
         status.key_count += written.len() as u64;
         batch.put(&ContextStatus { context_id: *ctx }, &status);
     }
@@ -271,8 +276,8 @@ fn absent<K: FromKeyParts<Columns = Column>>(store: &Rocks, keys: impl Iterator<
 /// A state row's value in the [`Layout::Folded`] layout: the version's Borsh bytes, then the
 /// value.
 fn fold(version: &KeyVersion, value: &[u8], out: &mut Vec<u8>) {
-    out.clear();
-    borsh::to_writer(&mut *out, version).expect("encode a version");
+    // The bytes a version row holds (it clears `out` first).
+    BorshCodec::<KeyVersion>::encode(version, out);
     out.extend_from_slice(value);
 }
 
