@@ -17,7 +17,7 @@
 //! | -32006 | expired | the invitation has expired |
 
 use jsonrpsee::types::ErrorObjectOwned;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 
 use crate::context::{DeltaLimits, InvalidDelta};
 use crate::service::{InvitationError, ServiceError};
@@ -42,8 +42,51 @@ pub mod codes {
     pub const EXPIRED: i32 = -32006;
 }
 
+/// An error object's `data`: why, for programs, and the details that apply.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorData {
+    /// Why: `invalid_params`, `not_found`, `too_large`, `empty_key`, `action_count`, `busy`, ...
+    pub reason: String,
+    /// The param at fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// What kind of thing is unknown or exists already (`context`, `group`, `alias`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what: Option<String>,
+    /// Its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The identity refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// The size found, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// The count found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<u64>,
+    /// The limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+    /// When an expired invitation expired, Unix milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_at_ms: Option<u64>,
+}
+
+impl ErrorData {
+    /// Data with only a reason.
+    pub fn reason(reason: &str) -> Self {
+        ErrorData { reason: reason.to_string(), ..ErrorData::default() }
+    }
+
+    /// Data with a reason and the param at fault.
+    pub fn field(reason: &str, field: &str) -> Self {
+        ErrorData { field: Some(field.to_string()), ..ErrorData::reason(reason) }
+    }
+}
+
 /// An error object with `code`, `message` and optional `data`.
-pub fn error(code: i32, message: impl Into<String>, data: Option<Value>) -> ErrorObjectOwned {
+pub fn error(code: i32, message: impl Into<String>, data: Option<ErrorData>) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(code, message.into(), data)
 }
 
@@ -51,7 +94,7 @@ pub fn error(code: i32, message: impl Into<String>, data: Option<Value>) -> Erro
 pub fn invalid_params(field: &str, message: impl Into<String>) -> ErrorObjectOwned {
     let message = message.into();
     let full = if field.is_empty() { message } else { format!("{field}: {message}") };
-    error(codes::INVALID_PARAMS, full, Some(json!({ "reason": "invalid_params", "field": field })))
+    error(codes::INVALID_PARAMS, full, Some(ErrorData::field("invalid_params", field)))
 }
 
 /// -32005: the store is not open yet.
@@ -59,8 +102,13 @@ pub fn not_ready() -> ErrorObjectOwned {
     error(
         codes::NOT_READY,
         "the node is starting: its store is not open yet; retry shortly",
-        Some(json!({ "reason": "starting" })),
+        Some(ErrorData::reason("starting")),
     )
+}
+
+/// A size or count as the wire writes it.
+fn count(n: impl TryInto<u64>) -> Option<u64> {
+    n.try_into().ok()
 }
 
 /// Maps a service error to its error object; `limits` fills in the maximum of an oversized field.
@@ -69,36 +117,36 @@ pub fn from_service(e: ServiceError, limits: &DeltaLimits) -> ErrorObjectOwned {
         ServiceError::NotFound { what, id } => error(
             codes::NOT_FOUND,
             format!("unknown {what} {id}"),
-            Some(json!({ "reason": "not_found", "what": what, "id": id })),
+            Some(ErrorData { what: Some(what.to_string()), id: Some(id), ..ErrorData::reason("not_found") }),
         ),
         ServiceError::InvalidDelta(invalid) => invalid_delta(&invalid, limits),
         ServiceError::TooLarge { what, size, max } => error(
             codes::INVALID_PARAMS,
             format!("{what} is {size} bytes, more than the limit of {max}"),
-            Some(json!({ "reason": "too_large", "field": what, "size": size, "max": max })),
+            Some(ErrorData { size: count(size), max: count(max), ..ErrorData::field("too_large", what) }),
         ),
         ServiceError::BadInput(message) => {
-            error(codes::INVALID_PARAMS, message, Some(json!({ "reason": "invalid_params" })))
+            error(codes::INVALID_PARAMS, message, Some(ErrorData::reason("invalid_params")))
         }
         ServiceError::Unauthorized(author) => error(
             codes::FORBIDDEN,
             format!("{author} may not write to this context"),
-            Some(json!({ "reason": "forbidden", "identity": author.to_hex() })),
+            Some(ErrorData { identity: Some(author.to_hex()), ..ErrorData::reason("forbidden") }),
         ),
         ServiceError::Conflict { what, id } => error(
             codes::CONFLICT,
             format!("{what} {id} already exists"),
-            Some(json!({ "reason": "conflict", "what": what, "id": id })),
+            Some(ErrorData { what: Some(what.to_string()), id: Some(id), ..ErrorData::reason("conflict") }),
         ),
-        ServiceError::Busy(message) => error(codes::NOT_READY, message, Some(json!({ "reason": "busy" }))),
+        ServiceError::Busy(message) => error(codes::NOT_READY, message, Some(ErrorData::reason("busy"))),
         ServiceError::NotMember(message) => {
-            error(codes::NOT_A_MEMBER, format!("not a member: {message}"), Some(json!({ "reason": "not_a_member" })))
+            error(codes::NOT_A_MEMBER, format!("not a member: {message}"), Some(ErrorData::reason("not_a_member")))
         }
         ServiceError::Forbidden(message) => {
-            error(codes::FORBIDDEN, format!("forbidden: {message}"), Some(json!({ "reason": "forbidden" })))
+            error(codes::FORBIDDEN, format!("forbidden: {message}"), Some(ErrorData::reason("forbidden")))
         }
         ServiceError::Unavailable { reason, message } => {
-            error(codes::NOT_READY, message, Some(json!({ "reason": reason })))
+            error(codes::NOT_READY, message, Some(ErrorData::reason(reason)))
         }
         ServiceError::Invitation(e) => invitation(&e),
         other => error(codes::INTERNAL_ERROR, other.to_string(), None),
@@ -116,20 +164,18 @@ fn invitation(e: &InvitationError) -> ErrorObjectOwned {
         #[allow(unreachable_patterns)]
         _ => (codes::INVALID_PARAMS, "invalid_invitation"),
     };
-    let mut data = json!({ "reason": reason, "field": "invitation" });
-    if let (InvitationError::Expired { expired_at_ms, .. }, Some(map)) = (e, data.as_object_mut()) {
-        map.insert("expired_at_ms".into(), json!(expired_at_ms));
-    }
-    error(code, e.to_string(), Some(data))
+    let expired_at_ms = match e {
+        InvitationError::Expired { expired_at_ms, .. } => Some(*expired_at_ms),
+        _ => None,
+    };
+    error(code, e.to_string(), Some(ErrorData { expired_at_ms, ..ErrorData::field(reason, "invitation") }))
 }
 
 fn invalid_delta(invalid: &InvalidDelta, limits: &DeltaLimits) -> ErrorObjectOwned {
     match invalid {
-        InvalidDelta::Oversized("empty key") => error(
-            codes::INVALID_PARAMS,
-            "keys must not be empty",
-            Some(json!({ "reason": "empty_key", "field": "key" })),
-        ),
+        InvalidDelta::Oversized("empty key") => {
+            error(codes::INVALID_PARAMS, "keys must not be empty", Some(ErrorData::field("empty_key", "key")))
+        }
         InvalidDelta::Oversized(field) => {
             let max = match *field {
                 "key" => limits.max_key_len,
@@ -139,15 +185,15 @@ fn invalid_delta(invalid: &InvalidDelta, limits: &DeltaLimits) -> ErrorObjectOwn
             error(
                 codes::INVALID_PARAMS,
                 format!("{field} is larger than the limit of {max} bytes"),
-                Some(json!({ "reason": "too_large", "field": field, "max": max })),
+                Some(ErrorData { max: count(max), ..ErrorData::field("too_large", field) }),
             )
         }
         InvalidDelta::ActionCount { found, max } => error(
             codes::INVALID_PARAMS,
             format!("a write needs between 1 and {max} actions, found {found}"),
-            Some(json!({ "reason": "action_count", "field": "actions", "found": found, "max": max })),
+            Some(ErrorData { found: count(*found), max: count(*max), ..ErrorData::field("action_count", "actions") }),
         ),
-        other => error(codes::INVALID_PARAMS, other.to_string(), Some(json!({ "reason": "invalid_delta" }))),
+        other => error(codes::INVALID_PARAMS, other.to_string(), Some(ErrorData::reason("invalid_delta"))),
     }
 }
 

@@ -1,672 +1,600 @@
-//! The JSON-RPC methods, each a thin translation between the wire shapes of API.md
-//! and [`NodeService`].
+//! The server side of the contract, [`WeftApiServer`]: [`Api`] implements each method as a
+//! thin translation between its wire types and [`NodeService`], and [`module`] registers them.
 //!
-//! Every method runs on tokio's blocking pool (RocksDB calls block, and the network
-//! methods wait for the network task), counts itself in `weft_rpc_calls_total` and
-//! answers -32005 (not ready) until the store is open and the network listens.
+//! The module reads each call's params itself ([`parse_params`]: an object by name, unknown
+//! fields refused, errors naming the field) rather than through the macro's `into_rpc`, which
+//! would also take arrays and unknown fields and answer its own messages. A test checks that
+//! it registers exactly the methods of `into_rpc`. Every method runs on tokio's blocking pool
+//! (RocksDB calls block, and the network methods wait for the network task), counts itself
+//! in `weft_rpc_calls_total` and answers -32005 (not ready) until the store is open and the
+//! network listens, whatever its params.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee::core::{RpcResult, SubscriptionResult};
+use jsonrpsee::types::{ErrorObjectOwned, Params};
 use jsonrpsee::{PendingSubscriptionSink, RpcModule};
 use serde::de::DeserializeOwned;
-use serde_json::{json, Value};
-use tokio::sync::broadcast::error::RecvError;
+use serde::Serialize;
 use weft_primitives::{
-    Action, ApplicationId, BlobId, ContextId, DeltaId, GroupId, GroupUpgradeStatus, GroupUpgradeValue, PublicKey, Role,
+    Action, ApplicationId, BlobId, ContextId, DeltaId, GroupId, GroupUpgradeStatus, GroupUpgradeValue, OpId, PublicKey,
+    Role,
 };
 use weft_store::Backend;
 
+use super::api::WeftApiServer;
 use super::error::{from_service, invalid_params};
-use super::wire::{self, parse_id, parse_params, parse_role};
+use super::subscriptions::{self, forward_events};
+use super::types::*;
+use super::wire::{self, encode_action, parse_id, parse_params, parse_role};
 use super::Shared;
-use crate::metrics::Source;
-use crate::service::{AliasScope, ContextEvent, NodeService, ServiceError};
+use crate::service::{AliasScope, NodeService, ServiceError};
 
-/// The methods registered, in API.md's order.
-pub const METHODS: &[&str] = &[
-    "node_info",
-    "node_peers",
-    "node_dial",
-    "blob_put",
-    "blob_get",
-    "app_install",
-    "app_list",
-    "namespace_create",
-    "group_create",
-    "group_info",
-    "group_members",
-    "group_add_member",
-    "group_remove_member",
-    "group_set_role",
-    "group_set_capabilities",
-    "group_set_default_capabilities",
-    "group_upgrade",
-    "group_upgrade_status",
-    "alias_set",
-    "alias_resolve",
-    "context_create",
-    "context_invite",
-    "context_join",
-    "context_leave",
-    "context_list",
-    "context_status",
-    "context_sync",
-    "state_put",
-    "state_delete",
-    "state_batch",
-    "state_get",
-    "state_scan",
-    "private_put",
-    "private_get",
-    "delta_get",
-    "subscribe_context",
-    "subscribe_sync",
-];
+/// The API as the node serves it.
+pub struct Api<B: Backend> {
+    shared: Arc<Shared<B>>,
+}
 
-type Result<T> = std::result::Result<T, ErrorObjectOwned>;
-
-/// Registers `name`: parse params as `P`, run `f` on the blocking pool with the service, count it.
-fn method<B, P, F>(
-    module: &mut RpcModule<Shared<B>>,
+/// Registers `name`: with the service ready, parse params as `P`, run `f` on the blocking
+/// pool, count it.
+fn method<B, P, R>(
+    m: &mut RpcModule<Api<B>>,
     name: &'static str,
-    f: F,
-) -> std::result::Result<(), jsonrpsee::core::RegisterMethodError>
+    f: fn(&Api<B>, P) -> RpcResult<R>,
+) -> Result<(), jsonrpsee::core::RegisterMethodError>
 where
     B: Backend,
-    P: DeserializeOwned,
-    F: Fn(&Shared<B>, &NodeService<B>, P) -> Result<Value> + Clone + Send + Sync + 'static,
+    P: DeserializeOwned + 'static,
+    R: Serialize + Clone + Send + 'static,
 {
-    module.register_blocking_method(name, move |params, shared, _| {
-        let result = shared.service().and_then(|service| f(&shared, &service, parse_params::<P>(&params)?));
-        shared.metrics.rpc_call(name, result.is_ok());
+    m.register_blocking_method(name, move |params, api, _| {
+        let result = api.ready_params::<P>(&params).and_then(|p| f(&api, p));
+        api.shared.metrics.rpc_call(name, result.is_ok());
         result
     })?;
     Ok(())
+}
+
+/// Registers the subscription `[name, notification, unsubscribe]`: with the service ready,
+/// parse params as `P` and hand them to `f`, or refuse it (and count that).
+fn subscription<B, P, F, Fut>(
+    m: &mut RpcModule<Api<B>>,
+    [name, notification, unsubscribe]: [&'static str; 3],
+    f: F,
+) -> Result<(), jsonrpsee::core::RegisterMethodError>
+where
+    B: Backend,
+    P: DeserializeOwned + Send + 'static,
+    F: Fn(Arc<Api<B>>, PendingSubscriptionSink, P) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = SubscriptionResult> + Send + 'static,
+{
+    m.register_subscription(name, notification, unsubscribe, move |params, pending, api, _| {
+        let parsed = api.ready_params::<P>(&params);
+        let f = f.clone();
+        async move {
+            match parsed {
+                Ok(p) => f(api, pending, p).await,
+                Err(e) => {
+                    subscriptions::refuse(&api.shared, name, pending, e).await;
+                    Ok(())
+                }
+            }
+        }
+    })?;
+    Ok(())
+}
+
+/// Builds the module of every method of the contract.
+pub fn module<B: Backend>(shared: Arc<Shared<B>>) -> Result<RpcModule<Api<B>>, jsonrpsee::core::RegisterMethodError> {
+    let mut m = RpcModule::new(Api::new(shared));
+    method(&mut m, "node_info", Api::node_info)?;
+    method(&mut m, "node_peers", Api::node_peers)?;
+    method(&mut m, "node_dial", Api::node_dial)?;
+    method(&mut m, "blob_put", Api::blob_put)?;
+    method(&mut m, "blob_get", Api::blob_get)?;
+    method(&mut m, "app_install", Api::app_install)?;
+    method(&mut m, "app_list", Api::app_list)?;
+    method(&mut m, "namespace_create", Api::namespace_create)?;
+    method(&mut m, "group_create", Api::group_create)?;
+    method(&mut m, "group_info", Api::group_info)?;
+    method(&mut m, "group_members", Api::group_members)?;
+    method(&mut m, "group_add_member", Api::group_add_member)?;
+    method(&mut m, "group_remove_member", Api::group_remove_member)?;
+    method(&mut m, "group_set_role", Api::group_set_role)?;
+    method(&mut m, "group_set_capabilities", Api::group_set_capabilities)?;
+    method(&mut m, "group_set_default_capabilities", Api::group_set_default_capabilities)?;
+    method(&mut m, "group_upgrade", Api::group_upgrade)?;
+    method(&mut m, "group_upgrade_status", Api::group_upgrade_status)?;
+    method(&mut m, "alias_set", Api::alias_set)?;
+    method(&mut m, "alias_resolve", Api::alias_resolve)?;
+    method(&mut m, "context_create", Api::context_create)?;
+    method(&mut m, "context_invite", Api::context_invite)?;
+    method(&mut m, "context_join", Api::context_join)?;
+    method(&mut m, "context_leave", Api::context_leave)?;
+    method(&mut m, "context_list", Api::context_list)?;
+    method(&mut m, "context_status", Api::context_status)?;
+    method(&mut m, "context_sync", Api::context_sync)?;
+    method(&mut m, "state_put", Api::state_put)?;
+    method(&mut m, "state_delete", Api::state_delete)?;
+    method(&mut m, "state_batch", Api::state_batch)?;
+    method(&mut m, "state_get", Api::state_get)?;
+    method(&mut m, "state_scan", Api::state_scan)?;
+    method(&mut m, "private_put", Api::private_put)?;
+    method(&mut m, "private_get", Api::private_get)?;
+    method(&mut m, "delta_get", Api::delta_get)?;
+    subscription(
+        &mut m,
+        ["subscribe_context", "context_event", "unsubscribe_context"],
+        |api, pending, p| async move { api.subscribe_context(pending, p).await },
+    )?;
+    subscription(&mut m, ["subscribe_sync", "sync_event", "unsubscribe_sync"], |api, pending, p| async move {
+        api.subscribe_sync(pending, p).await
+    })?;
+    Ok(m)
+}
+
+impl<B: Backend> Api<B> {
+    /// The API over `shared`.
+    pub(super) fn new(shared: Arc<Shared<B>>) -> Self {
+        Api { shared }
+    }
+
+    /// The service, or -32005 while the store is still opening.
+    fn service(&self) -> RpcResult<Arc<NodeService<B>>> {
+        self.shared.service()
+    }
+
+    /// A call's params, once the service is ready (a starting node says so whatever it is
+    /// asked).
+    fn ready_params<P: DeserializeOwned>(&self, params: &Params<'_>) -> RpcResult<P> {
+        self.service()?;
+        parse_params(params)
+    }
 }
 
 fn svc_err<B: Backend>(service: &NodeService<B>) -> impl Fn(ServiceError) -> ErrorObjectOwned + '_ {
     move |e| from_service(e, &service.engine_config().limits)
 }
 
-fn context_id(text: &str) -> Result<ContextId> {
+fn context_id(text: &str) -> RpcResult<ContextId> {
     parse_id("context_id", text)
 }
 
-fn group_id(field: &str, text: &str) -> Result<GroupId> {
+fn group_id(field: &str, text: &str) -> RpcResult<GroupId> {
     parse_id(field, text)
 }
 
-fn identity(field: &str, text: &str) -> Result<PublicKey> {
-    parse_id(field, text)
+fn identity(text: &str) -> RpcResult<PublicKey> {
+    parse_id("identity", text)
 }
 
-fn scope(scope: wire::Scope) -> AliasScope {
+fn optional<T>(text: Option<&str>, parse: impl FnOnce(&str) -> RpcResult<T>) -> RpcResult<Option<T>> {
+    text.map(parse).transpose()
+}
+
+/// Each item as text (addresses, peer ids, hex ids).
+fn strings<T: ToString>(items: impl IntoIterator<Item = T>) -> Vec<String> {
+    items.into_iter().map(|i| i.to_string()).collect()
+}
+
+/// [`strings`], sorted.
+fn sorted<T: ToString>(items: impl IntoIterator<Item = T>) -> Vec<String> {
+    let mut list = strings(items);
+    list.sort();
+    list
+}
+
+fn scope(scope: Scope) -> AliasScope {
     match scope {
-        wire::Scope::Group => AliasScope::Group,
-        wire::Scope::Context => AliasScope::Context,
-        wire::Scope::Member => AliasScope::Member,
+        Scope::Group => AliasScope::Group,
+        Scope::Context => AliasScope::Context,
+        Scope::Member => AliasScope::Member,
     }
 }
 
-fn op_result<B: Backend>(
-    service: &NodeService<B>,
-    result: std::result::Result<weft_primitives::OpId, ServiceError>,
-) -> Result<Value> {
-    let op = result.map_err(svc_err(service))?;
-    Ok(json!({ "op_id": op.to_hex() }))
+fn signed<B: Backend>(service: &NodeService<B>, result: Result<OpId, ServiceError>) -> RpcResult<SignedOp> {
+    Ok(SignedOp { op_id: result.map_err(svc_err(service))?.to_hex() })
 }
 
-fn upgrade_json(u: &GroupUpgradeValue) -> Value {
-    let status = match &u.status {
-        GroupUpgradeStatus::InProgress { total, completed, failed } => {
-            json!({ "status": "in_progress", "total": total, "completed": completed, "failed": failed })
-        }
-        GroupUpgradeStatus::Completed { completed_at } => {
-            json!({ "status": "completed", "completed_at": completed_at })
-        }
-    };
-    json!({
-        "from_version": u.from_version,
-        "to_version": u.to_version,
-        "migration": u.migration,
-        "initiated_at": u.initiated_at,
-        "initiated_by": u.initiated_by.to_hex(),
-        "status": status,
-    })
+fn upgrade(u: &GroupUpgradeValue) -> Upgrade {
+    Upgrade {
+        from_version: u.from_version,
+        to_version: u.to_version,
+        migration: u.migration.clone(),
+        initiated_at: u.initiated_at,
+        initiated_by: u.initiated_by.to_hex(),
+        status: match u.status {
+            GroupUpgradeStatus::InProgress { total, completed, failed } => {
+                UpgradeProgress::InProgress { total, completed, failed }
+            }
+            GroupUpgradeStatus::Completed { completed_at } => UpgradeProgress::Completed { completed_at },
+        },
+    }
 }
 
-/// Builds the module of every method in [`METHODS`].
-pub fn module<B: Backend>(
-    shared: Arc<Shared<B>>,
-) -> std::result::Result<RpcModule<Shared<B>>, jsonrpsee::core::RegisterMethodError> {
-    let mut m = RpcModule::from_arc(shared);
+fn written<B: Backend>(service: &NodeService<B>, id: &ContextId, actions: Vec<Action>) -> RpcResult<Written> {
+    let (delta_id, root_hash) = service.write(id, actions).map_err(svc_err(service))?;
+    Ok(Written { delta_id: delta_id.to_hex(), root_hash: root_hash.to_hex() })
+}
 
-    method(&mut m, "node_info", |shared, service, _: wire::NoParams| {
-        let listen_addrs = service.dial_addrs().map_err(svc_err(service))?;
-        Ok(json!({
-            "peer_id": service.peer_id().to_string(),
-            "identity": service.identity().to_hex(),
-            // The bound addresses, each ending in /p2p/<peer id>: what another node dials.
-            "listen_addrs": listen_addrs.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "rpc_addr": shared.rpc_addr.to_string(),
-            "version": env!("CARGO_PKG_VERSION"),
-            "p2p_listen": shared.p2p_listen.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "bootstrap": shared.bootstrap.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        }))
-    })?;
+#[jsonrpsee::core::async_trait]
+impl<B: Backend> WeftApiServer for Api<B> {
+    fn node_info(&self, _: NoParams) -> RpcResult<NodeInfo> {
+        let service = self.service()?;
+        let listen_addrs = service.dial_addrs().map_err(svc_err(&service))?;
+        Ok(NodeInfo {
+            peer_id: service.peer_id().to_string(),
+            identity: service.identity().to_hex(),
+            listen_addrs: strings(listen_addrs),
+            rpc_addr: self.shared.rpc_addr.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            p2p_listen: strings(&self.shared.p2p_listen),
+            bootstrap: strings(&self.shared.bootstrap),
+        })
+    }
 
-    method(&mut m, "node_peers", |_, service, _: wire::NoParams| {
-        let mut peers = service.peers().map_err(svc_err(service))?;
+    fn node_peers(&self, _: NoParams) -> RpcResult<Peers> {
+        let service = self.service()?;
+        let mut peers = service.peers().map_err(svc_err(&service))?;
         peers.sort_by_key(|p| p.peer_id.to_string());
-        let peers: Vec<Value> = peers
+        let peers = peers
             .into_iter()
-            .map(|p| {
-                let mut contexts: Vec<String> = p.contexts.iter().map(|c| c.to_hex()).collect();
-                contexts.sort();
-                let mut namespaces: Vec<String> = p.namespaces.iter().map(|n| n.to_hex()).collect();
-                namespaces.sort();
-                json!({
-                    "peer_id": p.peer_id.to_string(),
-                    "addrs": p.addrs.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                    "contexts": contexts,
-                    "namespaces": namespaces,
-                })
+            .map(|p| Peer {
+                peer_id: p.peer_id.to_string(),
+                addrs: strings(&p.addrs),
+                contexts: sorted(p.contexts.iter().map(|c| c.to_hex())),
+                namespaces: sorted(p.namespaces.iter().map(|n| n.to_hex())),
             })
             .collect();
-        Ok(json!({ "peers": peers }))
-    })?;
+        Ok(Peers { peers })
+    }
 
-    method(&mut m, "node_dial", |_, service, p: wire::Dial| {
+    fn node_dial(&self, p: DialParams) -> RpcResult<Empty> {
+        let service = self.service()?;
         let addr = p.addr.parse().map_err(|e| invalid_params("addr", format!("not a multiaddr: {e}")))?;
-        service.dial(addr).map_err(svc_err(service))?;
-        Ok(json!({}))
-    })?;
+        service.dial(addr).map_err(svc_err(&service))?;
+        Ok(Empty {})
+    }
 
-    method(&mut m, "blob_put", |_, service, p: wire::BlobPut| {
+    fn blob_put(&self, p: BlobPutParams) -> RpcResult<StoredBlob> {
+        let service = self.service()?;
         let data = wire::decode_base64("data", &p.data)?;
-        let blob_id = service.blob_put(&data).map_err(svc_err(service))?;
-        Ok(json!({ "blob_id": blob_id.to_hex() }))
-    })?;
+        let blob_id = service.blob_put(&data).map_err(svc_err(&service))?;
+        Ok(StoredBlob { blob_id: blob_id.to_hex() })
+    }
 
-    method(&mut m, "blob_get", |_, service, p: wire::BlobGet| {
+    fn blob_get(&self, p: BlobParams) -> RpcResult<BlobData> {
+        let service = self.service()?;
         let blob_id: BlobId = parse_id("blob_id", &p.blob_id)?;
-        let data = service.blob_get(&blob_id).map_err(svc_err(service))?;
-        Ok(json!({ "data": wire::encode_base64(&data) }))
-    })?;
+        let data = service.blob_get(&blob_id).map_err(svc_err(&service))?;
+        Ok(BlobData { data: wire::encode_base64(&data) })
+    }
 
-    method(&mut m, "app_install", |_, service, p: wire::AppInstall| {
+    fn app_install(&self, p: AppInstallParams) -> RpcResult<InstalledApp> {
+        let service = self.service()?;
         let bytecode = wire::decode_base64("bytecode", &p.bytecode)?;
-        let id = service.app_install(&p.name, &p.version, &bytecode).map_err(svc_err(service))?;
-        Ok(json!({ "application_id": id.to_hex() }))
-    })?;
+        let id = service.app_install(&p.name, &p.version, &bytecode).map_err(svc_err(&service))?;
+        Ok(InstalledApp { application_id: id.to_hex() })
+    }
 
-    method(&mut m, "app_list", |_, service, _: wire::NoParams| {
-        let apps = service.app_list().map_err(svc_err(service))?;
-        let apps: Vec<Value> = apps
+    fn app_list(&self, _: NoParams) -> RpcResult<Applications> {
+        let service = self.service()?;
+        let applications = service
+            .app_list()
+            .map_err(svc_err(&service))?
             .into_iter()
-            .map(|a| {
-                json!({
-                    "application_id": a.application_id.to_hex(),
-                    "name": a.name,
-                    "version": a.version,
-                    "size": a.size,
-                    "bytecode_blob_id": a.bytecode.blob_id.to_hex(),
-                })
+            .map(|a| Application {
+                application_id: a.application_id.to_hex(),
+                name: a.name,
+                version: a.version,
+                size: a.size,
+                bytecode_blob_id: a.bytecode.blob_id.to_hex(),
             })
             .collect();
-        Ok(json!({ "applications": apps }))
-    })?;
+        Ok(Applications { applications })
+    }
 
-    method(&mut m, "namespace_create", |_, service, p: wire::NamespaceCreate| {
-        let namespace_id = service.namespace_create(p.alias.as_deref()).map_err(svc_err(service))?;
-        Ok(json!({ "namespace_id": namespace_id.to_hex() }))
-    })?;
+    fn namespace_create(&self, p: NamespaceCreateParams) -> RpcResult<CreatedNamespace> {
+        let service = self.service()?;
+        let namespace_id = service.namespace_create(p.alias.as_deref()).map_err(svc_err(&service))?;
+        Ok(CreatedNamespace { namespace_id: namespace_id.to_hex() })
+    }
 
-    method(&mut m, "group_create", |_, service, p: wire::GroupCreate| {
+    fn group_create(&self, p: GroupCreateParams) -> RpcResult<CreatedGroup> {
+        let service = self.service()?;
         let parent = group_id("parent_id", &p.parent_id)?;
-        let group_id = service.group_create(&parent, p.alias.as_deref()).map_err(svc_err(service))?;
-        Ok(json!({ "group_id": group_id.to_hex() }))
-    })?;
+        let group_id = service.group_create(&parent, p.alias.as_deref()).map_err(svc_err(&service))?;
+        Ok(CreatedGroup { group_id: group_id.to_hex() })
+    }
 
-    method(&mut m, "group_info", |_, service, p: wire::GroupParam| {
-        let info = service.group_info(&group_id("group_id", &p.group_id)?).map_err(svc_err(service))?;
-        Ok(json!({
-            "group_id": info.group_id.to_hex(),
-            "parent_id": info.parent_id.map(|g| g.to_hex()),
-            "namespace_id": info.namespace_id.to_hex(),
-            "target_application_id": info.target_application_id.to_hex(),
-            "admins": info.admins.iter().map(|a| a.to_hex()).collect::<Vec<_>>(),
-            "member_count": info.member_count,
-            "contexts": info.contexts.iter().map(|c| c.to_hex()).collect::<Vec<_>>(),
-            "upgrade": info.upgrade.as_ref().map(upgrade_json),
-            "alias": info.alias,
-        }))
-    })?;
+    fn group_info(&self, p: GroupParams) -> RpcResult<GroupInfo> {
+        let service = self.service()?;
+        let info = service.group_info(&group_id("group_id", &p.group_id)?).map_err(svc_err(&service))?;
+        Ok(GroupInfo {
+            group_id: info.group_id.to_hex(),
+            parent_id: info.parent_id.map(|g| g.to_hex()),
+            namespace_id: info.namespace_id.to_hex(),
+            target_application_id: info.target_application_id.to_hex(),
+            admins: strings(info.admins.iter().map(|a| a.to_hex())),
+            member_count: info.member_count as u64,
+            contexts: strings(info.contexts.iter().map(|c| c.to_hex())),
+            upgrade: info.upgrade.as_ref().map(upgrade),
+            alias: info.alias,
+        })
+    }
 
-    method(&mut m, "group_members", |_, service, p: wire::GroupMembers| {
+    fn group_members(&self, p: GroupMembersParams) -> RpcResult<Members> {
+        let service = self.service()?;
         let group = group_id("group_id", &p.group_id)?;
-        let after = p.start_after.as_deref().map(|a| parse_id::<PublicKey>("start_after", a)).transpose()?;
+        let after = optional(p.start_after.as_deref(), |a| parse_id::<PublicKey>("start_after", a))?;
         let (members, next) =
-            service.group_members(&group, after.as_ref(), p.clamped_limit()).map_err(svc_err(service))?;
-        let members: Vec<Value> = members
+            service.group_members(&group, after.as_ref(), p.clamped_limit()).map_err(svc_err(&service))?;
+        let members = members
             .into_iter()
-            .map(|m| {
-                json!({ "identity": m.identity.to_hex(), "role": m.role.as_str(), "capabilities": m.capabilities.0 })
+            .map(|m| Member {
+                identity: m.identity.to_hex(),
+                role: m.role.as_str().to_string(),
+                capabilities: m.capabilities.0,
             })
             .collect();
-        Ok(json!({ "members": members, "next": next.map(|n| n.to_hex()) }))
-    })?;
+        Ok(Members { members, next: next.map(|n| n.to_hex()) })
+    }
 
-    method(&mut m, "group_add_member", |_, service, p: wire::MemberRole| {
-        let (group, identity) = (group_id("group_id", &p.group_id)?, identity("identity", &p.identity)?);
+    fn group_add_member(&self, p: MemberRoleParams) -> RpcResult<SignedOp> {
+        let service = self.service()?;
+        let (group, identity) = (group_id("group_id", &p.group_id)?, identity(&p.identity)?);
         let role = parse_role("role", &p.role)?;
-        op_result(service, service.group_add_member(group, identity, role))
-    })?;
+        signed(&service, service.group_add_member(group, identity, role))
+    }
 
-    method(&mut m, "group_remove_member", |_, service, p: wire::MemberParam| {
-        let (group, identity) = (group_id("group_id", &p.group_id)?, identity("identity", &p.identity)?);
-        op_result(service, service.group_remove_member(group, identity))
-    })?;
+    fn group_remove_member(&self, p: MemberParams) -> RpcResult<SignedOp> {
+        let service = self.service()?;
+        let (group, identity) = (group_id("group_id", &p.group_id)?, identity(&p.identity)?);
+        signed(&service, service.group_remove_member(group, identity))
+    }
 
-    method(&mut m, "group_set_role", |_, service, p: wire::MemberRole| {
-        let (group, identity) = (group_id("group_id", &p.group_id)?, identity("identity", &p.identity)?);
+    fn group_set_role(&self, p: MemberRoleParams) -> RpcResult<SignedOp> {
+        let service = self.service()?;
+        let (group, identity) = (group_id("group_id", &p.group_id)?, identity(&p.identity)?);
         let role = parse_role("role", &p.role)?;
-        op_result(service, service.group_set_role(group, identity, role))
-    })?;
+        signed(&service, service.group_set_role(group, identity, role))
+    }
 
-    method(&mut m, "group_set_capabilities", |_, service, p: wire::MemberCapabilities| {
-        let (group, identity) = (group_id("group_id", &p.group_id)?, identity("identity", &p.identity)?);
-        op_result(service, service.group_set_capabilities(group, identity, p.capabilities))
-    })?;
+    fn group_set_capabilities(&self, p: MemberCapabilitiesParams) -> RpcResult<SignedOp> {
+        let service = self.service()?;
+        let (group, identity) = (group_id("group_id", &p.group_id)?, identity(&p.identity)?);
+        signed(&service, service.group_set_capabilities(group, identity, p.capabilities))
+    }
 
-    method(&mut m, "group_set_default_capabilities", |_, service, p: wire::DefaultCapabilities| {
+    fn group_set_default_capabilities(&self, p: DefaultCapabilitiesParams) -> RpcResult<SignedOp> {
+        let service = self.service()?;
         let group = group_id("group_id", &p.group_id)?;
-        op_result(service, service.group_set_default_capabilities(group, p.capabilities))
-    })?;
+        signed(&service, service.group_set_default_capabilities(group, p.capabilities))
+    }
 
-    method(&mut m, "group_upgrade", |_, service, p: wire::GroupUpgrade| {
+    fn group_upgrade(&self, p: GroupUpgradeParams) -> RpcResult<SignedOp> {
+        let service = self.service()?;
         let group = group_id("group_id", &p.group_id)?;
         let application: ApplicationId = parse_id("application_id", &p.application_id)?;
-        op_result(service, service.group_set_application(group, application, p.migration))
-    })?;
-
-    method(&mut m, "group_upgrade_status", |_, service, p: wire::GroupParam| {
-        let upgrade = service.group_upgrade(&group_id("group_id", &p.group_id)?).map_err(svc_err(service))?;
-        Ok(match upgrade.map(|u| u.status) {
-            None => json!({ "status": "none", "total": 0, "completed": 0, "failed": 0 }),
-            Some(GroupUpgradeStatus::InProgress { total, completed, failed }) => {
-                json!({ "status": "in_progress", "total": total, "completed": completed, "failed": failed })
-            }
-            Some(GroupUpgradeStatus::Completed { completed_at }) => json!({
-                "status": "completed", "total": 0, "completed": 0, "failed": 0, "completed_at": completed_at,
-            }),
-        })
-    })?;
-
-    method(&mut m, "alias_set", |_, service, p: wire::AliasSet| {
-        let id = parse_id::<weft_primitives::Hash>("id", &p.id)?;
-        let group = p.group_id.as_deref().map(|g| group_id("group_id", g)).transpose()?;
-        service.alias_set(scope(p.scope), *id.as_bytes(), group, &p.alias).map_err(svc_err(service))?;
-        Ok(json!({}))
-    })?;
-
-    method(&mut m, "alias_resolve", |_, service, p: wire::AliasResolve| {
-        let group = p.group_id.as_deref().map(|g| group_id("group_id", g)).transpose()?;
-        let id = service.alias_resolve(scope(p.scope), &p.alias, group).map_err(svc_err(service))?;
-        Ok(json!({ "id": hex::encode(id) }))
-    })?;
-
-    method(&mut m, "context_create", |_, service, p: wire::ContextCreate| {
-        let group = p.group_id.as_deref().map(|g| group_id("group_id", g)).transpose()?;
-        let application =
-            p.application_id.as_deref().map(|a| parse_id::<ApplicationId>("application_id", a)).transpose()?;
-        let created = service.context_create(group, application, p.alias.as_deref()).map_err(svc_err(service))?;
-        Ok(json!({
-            "context_id": created.context_id.to_hex(),
-            "group_id": created.group_id.to_hex(),
-            "identity": created.identity.to_hex(),
-        }))
-    })?;
-
-    method(&mut m, "context_invite", |_, service, p: wire::ContextInvite| {
-        let id = context_id(&p.context_id)?;
-        let invitee = identity("invitee", &p.invitee)?;
-        let role = p.role.as_deref().map(|r| parse_role("role", r)).transpose()?.unwrap_or(Role::Member);
-        let invitation = service.context_invite(&id, invitee, role, p.expires_in_s).map_err(svc_err(service))?;
-        Ok(json!({
-            "invitation": invitation.encode(),
-            "member_op": invitation.body.member_op.map(|o| o.to_hex()),
-            "expires_at_ms": invitation.body.expires_at_ms,
-        }))
-    })?;
-
-    method(&mut m, "context_join", |_, service, p: wire::ContextJoin| {
-        let joined = service.context_join(&p.invitation).map_err(svc_err(service))?;
-        Ok(json!({
-            "context_id": joined.context_id.to_hex(),
-            "identity": joined.identity.to_hex(),
-            "synced": joined.synced,
-        }))
-    })?;
-
-    method(&mut m, "context_leave", |_, service, p: wire::ContextParam| {
-        // `op_id` only when a MemberLeft op was signed (not when this node was no longer a member).
-        let op = service.context_leave(&context_id(&p.context_id)?).map_err(svc_err(service))?;
-        Ok(op.map_or_else(|| json!({}), |op| json!({ "op_id": op.to_hex() })))
-    })?;
-
-    method(&mut m, "context_sync", |_, service, p: wire::ContextParam| {
-        service.context_sync(&context_id(&p.context_id)?).map_err(svc_err(service))?;
-        Ok(json!({}))
-    })?;
-
-    method(&mut m, "context_list", |_, service, _: wire::NoParams| {
-        let contexts = service.context_list().map_err(svc_err(service))?;
-        let contexts: Vec<Value> = contexts
-            .into_iter()
-            .map(|c| {
-                json!({
-                    "context_id": c.context_id.to_hex(),
-                    "group_id": c.group_id.map(|g| g.to_hex()),
-                    "application_id": c.application_id.map(|a| a.to_hex()),
-                    "alias": c.alias,
-                })
-            })
-            .collect();
-        Ok(json!({ "contexts": contexts }))
-    })?;
-
-    method(&mut m, "context_status", |_, service, p: wire::ContextParam| {
-        let id = context_id(&p.context_id)?;
-        let view = service.context_status(&id).map_err(svc_err(service))?;
-        let members = service.context_members(&id).map_err(svc_err(service))?;
-        let mut in_sync: Vec<String> =
-            service.peers_in_sync(&id).map_err(svc_err(service))?.iter().map(ToString::to_string).collect();
-        in_sync.sort();
-        Ok(json!({
-            "context_id": id.to_hex(),
-            "group_id": service.governed(&id).map_err(svc_err(service))?.map(|(_, g)| g.to_hex()),
-            "heads": view.heads.iter().map(|h| h.to_hex()).collect::<Vec<_>>(),
-            "root_hash": view.root_hash.to_hex(),
-            "diverged": view.status.diverged,
-            "delta_count": view.status.delta_count,
-            "pending_count": view.status.pending_count,
-            "key_count": view.status.key_count,
-            "divergences": view.status.divergences,
-            "members": members.iter().map(|m| m.to_hex()).collect::<Vec<_>>(),
-            "peers_in_sync": in_sync,
-            // The most deltas a connected peer reported (null before any status exchange).
-            "peers_delta_count": service.sync_target(&id).map_err(svc_err(service))?,
-            // Only while a fresh join receives a snapshot (null otherwise).
-            "snapshot": service.snapshot_progress(&id).map(|p| json!({
-                "entries": p.entries,
-                "keys_total": p.keys_total,
-                "deltas": p.deltas,
-                "deltas_total": p.deltas_total,
-                "bytes": p.bytes,
-            })),
-        }))
-    })?;
-
-    fn written<B: Backend>(service: &NodeService<B>, id: &ContextId, actions: Vec<Action>) -> Result<Value> {
-        let (delta_id, root_hash) = service.write(id, actions).map_err(svc_err(service))?;
-        Ok(json!({ "delta_id": delta_id.to_hex(), "root_hash": root_hash.to_hex() }))
+        signed(&service, service.group_set_application(group, application, p.migration))
     }
 
-    method(&mut m, "state_put", |_, service, p: wire::Put| {
+    fn group_upgrade_status(&self, p: GroupParams) -> RpcResult<UpgradeStatus> {
+        let service = self.service()?;
+        let upgrade = service.group_upgrade(&group_id("group_id", &p.group_id)?).map_err(svc_err(&service))?;
+        let status = |status, completed_at| UpgradeStatus { status, total: 0, completed: 0, failed: 0, completed_at };
+        Ok(match upgrade.map(|u| u.status) {
+            None => status(UpgradeState::None, None),
+            Some(GroupUpgradeStatus::InProgress { total, completed, failed }) => {
+                UpgradeStatus { total, completed, failed, ..status(UpgradeState::InProgress, None) }
+            }
+            Some(GroupUpgradeStatus::Completed { completed_at }) => status(UpgradeState::Completed, Some(completed_at)),
+        })
+    }
+
+    fn alias_set(&self, p: AliasSetParams) -> RpcResult<Empty> {
+        let service = self.service()?;
+        let id = parse_id::<weft_primitives::Hash>("id", &p.id)?;
+        let group = optional(p.group_id.as_deref(), |g| group_id("group_id", g))?;
+        service.alias_set(scope(p.scope), *id.as_bytes(), group, &p.alias).map_err(svc_err(&service))?;
+        Ok(Empty {})
+    }
+
+    fn alias_resolve(&self, p: AliasResolveParams) -> RpcResult<ResolvedAlias> {
+        let service = self.service()?;
+        let group = optional(p.group_id.as_deref(), |g| group_id("group_id", g))?;
+        let id = service.alias_resolve(scope(p.scope), &p.alias, group).map_err(svc_err(&service))?;
+        Ok(ResolvedAlias { id: hex::encode(id) })
+    }
+
+    fn context_create(&self, p: ContextCreateParams) -> RpcResult<CreatedContext> {
+        let service = self.service()?;
+        let group = optional(p.group_id.as_deref(), |g| group_id("group_id", g))?;
+        let application = optional(p.application_id.as_deref(), |a| parse_id::<ApplicationId>("application_id", a))?;
+        let created = service.context_create(group, application, p.alias.as_deref()).map_err(svc_err(&service))?;
+        Ok(CreatedContext {
+            context_id: created.context_id.to_hex(),
+            group_id: created.group_id.to_hex(),
+            identity: created.identity.to_hex(),
+        })
+    }
+
+    fn context_invite(&self, p: ContextInviteParams) -> RpcResult<Invitation> {
+        let service = self.service()?;
+        let id = context_id(&p.context_id)?;
+        let invitee = parse_id("invitee", &p.invitee)?;
+        let role = optional(p.role.as_deref(), |r| parse_role("role", r))?.unwrap_or(Role::Member);
+        let invitation = service.context_invite(&id, invitee, role, p.expires_in_s).map_err(svc_err(&service))?;
+        Ok(Invitation {
+            invitation: invitation.encode(),
+            member_op: invitation.body.member_op.map(|o| o.to_hex()),
+            expires_at_ms: invitation.body.expires_at_ms,
+        })
+    }
+
+    fn context_join(&self, p: ContextJoinParams) -> RpcResult<JoinedContext> {
+        let service = self.service()?;
+        let joined = service.context_join(&p.invitation).map_err(svc_err(&service))?;
+        Ok(JoinedContext {
+            context_id: joined.context_id.to_hex(),
+            identity: joined.identity.to_hex(),
+            synced: joined.synced,
+        })
+    }
+
+    fn context_leave(&self, p: ContextParams) -> RpcResult<LeftContext> {
+        let service = self.service()?;
+        let op = service.context_leave(&context_id(&p.context_id)?).map_err(svc_err(&service))?;
+        Ok(LeftContext { op_id: op.map(|op| op.to_hex()) })
+    }
+
+    fn context_list(&self, _: NoParams) -> RpcResult<Contexts> {
+        let service = self.service()?;
+        let contexts = service
+            .context_list()
+            .map_err(svc_err(&service))?
+            .into_iter()
+            .map(|c| ContextEntry {
+                context_id: c.context_id.to_hex(),
+                group_id: c.group_id.map(|g| g.to_hex()),
+                application_id: c.application_id.map(|a| a.to_hex()),
+                alias: c.alias,
+            })
+            .collect();
+        Ok(Contexts { contexts })
+    }
+
+    fn context_status(&self, p: ContextParams) -> RpcResult<ContextStatus> {
+        let service = self.service()?;
+        let err = svc_err(&service);
+        let id = context_id(&p.context_id)?;
+        let view = service.context_status(&id).map_err(&err)?;
+        let members = service.context_members(&id).map_err(&err)?;
+        let in_sync = service.peers_in_sync(&id).map_err(&err)?;
+        Ok(ContextStatus {
+            context_id: id.to_hex(),
+            group_id: service.governed(&id).map_err(&err)?.map(|(_, g)| g.to_hex()),
+            heads: strings(view.heads.iter().map(|h| h.to_hex())),
+            root_hash: view.root_hash.to_hex(),
+            diverged: view.status.diverged,
+            delta_count: view.status.delta_count,
+            pending_count: view.status.pending_count,
+            key_count: view.status.key_count,
+            divergences: view.status.divergences,
+            members: strings(members.iter().map(|m| m.to_hex())),
+            peers_in_sync: sorted(in_sync),
+            peers_delta_count: service.sync_target(&id).map_err(&err)?,
+            snapshot: service.snapshot_progress(&id).map(|p| SnapshotStatus {
+                entries: p.entries,
+                keys_total: p.keys_total,
+                deltas: p.deltas,
+                deltas_total: p.deltas_total,
+                bytes: p.bytes,
+            }),
+        })
+    }
+
+    fn context_sync(&self, p: ContextParams) -> RpcResult<Empty> {
+        let service = self.service()?;
+        service.context_sync(&context_id(&p.context_id)?).map_err(svc_err(&service))?;
+        Ok(Empty {})
+    }
+
+    fn state_put(&self, p: PutParams) -> RpcResult<Written> {
+        let service = self.service()?;
         let id = context_id(&p.context_id)?;
         let key = p.encoding.decode("key", &p.key)?;
         let value = p.encoding.decode("value", &p.value)?;
-        written(service, &id, vec![Action::Put { key, value }])
-    })?;
+        written(&service, &id, vec![Action::Put { key, value }])
+    }
 
-    method(&mut m, "state_delete", |_, service, p: wire::KeyParam| {
+    fn state_delete(&self, p: KeyParams) -> RpcResult<Written> {
+        let service = self.service()?;
         let id = context_id(&p.context_id)?;
         let key = p.encoding.decode("key", &p.key)?;
-        written(service, &id, vec![Action::Delete { key }])
-    })?;
+        written(&service, &id, vec![Action::Delete { key }])
+    }
 
-    method(&mut m, "state_batch", |_, service, p: wire::Batch| {
+    fn state_batch(&self, p: BatchParams) -> RpcResult<Written> {
+        let service = self.service()?;
         let id = context_id(&p.context_id)?;
-        let actions = p.decode_actions()?;
-        written(service, &id, actions)
-    })?;
+        written(&service, &id, p.decode_actions()?)
+    }
 
-    method(&mut m, "state_get", |_, service, p: wire::KeyParam| {
+    fn state_get(&self, p: KeyParams) -> RpcResult<StateValue> {
+        let service = self.service()?;
         let id = context_id(&p.context_id)?;
         let key = p.encoding.decode("key", &p.key)?;
-        let value = service.get(&id, &key).map_err(svc_err(service))?;
-        Ok(json!({ "value": value.map(|v| p.encoding.encode("value", v)).transpose()? }))
-    })?;
+        let value = service.get(&id, &key).map_err(svc_err(&service))?;
+        Ok(StateValue { value: value.map(|v| p.encoding.encode("value", v)).transpose()? })
+    }
 
-    method(&mut m, "state_scan", |_, service, p: wire::Scan| {
+    fn state_scan(&self, p: ScanParams) -> RpcResult<ScanPage> {
+        let service = self.service()?;
         let id = context_id(&p.context_id)?;
-        let prefix = p.prefix.as_deref().map(|s| p.encoding.decode("prefix", s)).transpose()?.unwrap_or_default();
-        let after = p.start_after.as_deref().map(|s| p.encoding.decode("start_after", s)).transpose()?;
+        let prefix = optional(p.prefix.as_deref(), |s| p.encoding.decode("prefix", s))?.unwrap_or_default();
+        let after = optional(p.start_after.as_deref(), |s| p.encoding.decode("start_after", s))?;
         let page =
-            service.scan(&id, &prefix, after.as_deref(), p.clamped_limit(), p.reverse).map_err(svc_err(service))?;
+            service.scan(&id, &prefix, after.as_deref(), p.clamped_limit(), p.reverse).map_err(svc_err(&service))?;
         let entries = page
             .entries
             .into_iter()
-            .map(|(k, v)| Ok(json!({ "key": p.encoding.encode("key", k)?, "value": p.encoding.encode("value", v)? })))
-            .collect::<Result<Vec<_>>>()?;
+            .map(|(k, v)| Ok(Entry { key: p.encoding.encode("key", k)?, value: p.encoding.encode("value", v)? }))
+            .collect::<RpcResult<Vec<_>>>()?;
         let next = page.next.map(|k| p.encoding.encode("key", k)).transpose()?;
-        Ok(json!({ "entries": entries, "next": next }))
-    })?;
+        Ok(ScanPage { entries, next })
+    }
 
-    method(&mut m, "private_put", |_, service, p: wire::Put| {
+    fn private_put(&self, p: PutParams) -> RpcResult<Empty> {
+        let service = self.service()?;
         let id = context_id(&p.context_id)?;
         let key = p.encoding.decode("key", &p.key)?;
         let value = p.encoding.decode("value", &p.value)?;
-        service.private_put(&id, &key, &value).map_err(svc_err(service))?;
-        Ok(json!({}))
-    })?;
+        service.private_put(&id, &key, &value).map_err(svc_err(&service))?;
+        Ok(Empty {})
+    }
 
-    method(&mut m, "private_get", |_, service, p: wire::KeyParam| {
+    fn private_get(&self, p: KeyParams) -> RpcResult<StateValue> {
+        let service = self.service()?;
         let id = context_id(&p.context_id)?;
         let key = p.encoding.decode("key", &p.key)?;
-        let value = service.private_get(&id, &key).map_err(svc_err(service))?;
-        Ok(json!({ "value": value.map(|v| p.encoding.encode("value", v)).transpose()? }))
-    })?;
+        let value = service.private_get(&id, &key).map_err(svc_err(&service))?;
+        Ok(StateValue { value: value.map(|v| p.encoding.encode("value", v)).transpose()? })
+    }
 
-    method(&mut m, "delta_get", |_, service, p: wire::DeltaGet| {
+    fn delta_get(&self, p: DeltaParams) -> RpcResult<Delta> {
+        let service = self.service()?;
         let id = context_id(&p.context_id)?;
         let delta_id: DeltaId = parse_id("delta_id", &p.delta_id)?;
-        let delta = service.delta(&id, &delta_id).map_err(svc_err(service))?;
-        wire::delta_json(delta, p.encoding)
-    })?;
-
-    m.register_subscription(
-        "subscribe_context",
-        "context_event",
-        "unsubscribe_context",
-        |params, pending, shared, _| subscribe_context(params.as_str().map(str::to_owned), pending, shared),
-    )?;
-
-    m.register_subscription("subscribe_sync", "sync_event", "unsubscribe_sync", |params, pending, shared, _| {
-        subscribe_sync(params.as_str().map(str::to_owned), pending, shared)
-    })?;
-
-    Ok(m)
-}
-
-/// A context event as a notification.
-pub fn event_json(event: &ContextEvent) -> Value {
-    match event {
-        ContextEvent::DeltaApplied { context_id, delta_id, author, root_hash, source } => json!({
-            "kind": "delta_applied",
-            "context_id": context_id.to_hex(),
-            "delta_id": delta_id.to_hex(),
-            "author": author.to_hex(),
-            "root_hash": root_hash.to_hex(),
-            "source": if *source == Source::Local { "local" } else { "remote" },
-        }),
-        ContextEvent::Diverged { context_id, delta_id, expected_root_hash, actual_root_hash } => json!({
-            "kind": "diverged",
-            "context_id": context_id.to_hex(),
-            "delta_id": delta_id.to_hex(),
-            "expected_root_hash": expected_root_hash.to_hex(),
-            "actual_root_hash": actual_root_hash.to_hex(),
-        }),
-        ContextEvent::PeerDiverged { context_id, peer, root_hash } => json!({
-            "kind": "diverged",
-            "context_id": context_id.to_hex(),
-            "peer": peer.to_string(),
-            "root_hash": root_hash.to_hex(),
-        }),
-        ContextEvent::MemberChanged { context_id, group_id, identity, change } => json!({
-            "kind": "member_changed",
-            "context_id": context_id.to_hex(),
-            "group_id": group_id.to_hex(),
-            "identity": identity.to_hex(),
-            "change": change,
-        }),
-        ContextEvent::Repaired { context_id, peer, keys, root_hash } => json!({
-            "kind": "repaired",
-            "context_id": context_id.to_hex(),
-            "peer": peer.to_string(),
-            "keys": keys,
-            "root_hash": root_hash.to_hex(),
-        }),
-        ContextEvent::PeerInSync { context_id, peer } => json!({
-            "kind": "in_sync",
-            "context_id": context_id.to_hex(),
-            "peer": peer.to_string(),
-        }),
-        ContextEvent::Snapshot { context_id, peer, progress } => json!({
-            "kind": "snapshot",
-            "context_id": context_id.to_hex(),
-            "peer": peer.to_string(),
-            "stage": progress.stage,
-            "entries": progress.entries,
-            "keys_total": progress.keys_total,
-            "deltas": progress.deltas,
-            "deltas_total": progress.deltas_total,
-            "bytes": progress.bytes,
-            "reason": progress.reason,
-        }),
-        ContextEvent::Rejected { context_id, peer, reason } => json!({
-            "kind": "rejected",
-            "context_id": context_id.to_hex(),
-            "peer": peer.to_string(),
-            "reason": reason,
-        }),
-        // ContextEvent is non-exhaustive for other crates only; this arm keeps the JSON honest
-        // if a kind is added without a mapping.
-        #[allow(unreachable_patterns)]
-        _ => json!({ "kind": "unknown" }),
+        let delta = service.delta(&id, &delta_id).map_err(svc_err(&service))?;
+        Ok(Delta {
+            delta_id: delta.delta_id.to_hex(),
+            parents: strings(delta.parents.iter().map(|p| p.to_hex())),
+            author: delta.author.to_hex(),
+            hlc: Hlc { physical_ms: delta.hlc.physical_ms, logical: delta.hlc.logical },
+            actions: delta.actions.into_iter().map(|a| encode_action(a, p.encoding)).collect::<RpcResult<_>>()?,
+            expected_root_hash: delta.expected_root_hash.to_hex(),
+            applied: delta.applied,
+            signature: delta.signature.to_string(),
+        })
     }
-}
 
-/// Whether a context subscription delivers the event: its deltas, divergences and membership.
-fn context_kind(event: &ContextEvent) -> bool {
-    matches!(
-        event,
-        ContextEvent::DeltaApplied { .. }
-            | ContextEvent::Diverged { .. }
-            | ContextEvent::PeerDiverged { .. }
-            | ContextEvent::Repaired { .. }
-            | ContextEvent::MemberChanged { .. }
-    )
-}
-
-/// Whether a sync subscription delivers the event: what peers did to this node's contexts.
-fn sync_kind(event: &ContextEvent) -> bool {
-    match event {
-        ContextEvent::DeltaApplied { source, .. } => *source == Source::Remote,
-        ContextEvent::PeerDiverged { .. }
-        | ContextEvent::PeerInSync { .. }
-        | ContextEvent::Repaired { .. }
-        | ContextEvent::Snapshot { .. }
-        | ContextEvent::Rejected { .. } => true,
-        _ => false,
-    }
-}
-
-/// `subscribe_context {context_id}`: notifications `context_event` with `{kind, ...}` for the
-/// context's events (`delta_applied`, `diverged`, `repaired`, `member_changed`), and `{kind: "lagged",
-/// missed}` when this subscriber fell behind and missed some (read `context_status` to
-/// resynchronize).
-async fn subscribe_context<B: Backend>(
-    params: Option<String>,
-    pending: PendingSubscriptionSink,
-    shared: Arc<Shared<B>>,
-) {
-    let setup = |service: &NodeService<B>| -> Result<Option<ContextId>> {
-        let params = jsonrpsee::types::Params::new(params.as_deref());
-        let p: wire::ContextParam = parse_params(&params)?;
-        let id = context_id(&p.context_id)?;
-        service.context_status(&id).map_err(svc_err(service))?;
-        Ok(Some(id))
-    };
-    forward_events("subscribe_context", pending, shared, setup, context_kind).await;
-}
-
-/// `subscribe_sync {}`: notifications `sync_event` of sync progress on every context: deltas
-/// received from peers (`delta_applied`), peers in sync (`in_sync`) or diverged (`diverged`),
-/// repairs (`repaired`), snapshots of a fresh join (`snapshot`, with `stage` `receiving`,
-/// `installed` or `failed`, entries and keys, deltas and bytes so far), refused deltas
-/// (`rejected`), and `lagged`.
-async fn subscribe_sync<B: Backend>(params: Option<String>, pending: PendingSubscriptionSink, shared: Arc<Shared<B>>) {
-    let setup = |_: &NodeService<B>| -> Result<Option<ContextId>> {
-        let params = jsonrpsee::types::Params::new(params.as_deref());
-        let _: wire::NoParams = parse_params(&params)?;
-        Ok(None)
-    };
-    forward_events("subscribe_sync", pending, shared, setup, sync_kind).await;
-}
-
-/// Accepts a subscription if `setup` passes and sends it the service's events that `keep`
-/// selects (of one context, if `setup` names one) until the subscriber goes away.
-async fn forward_events<B: Backend>(
-    name: &'static str,
-    pending: PendingSubscriptionSink,
-    shared: Arc<Shared<B>>,
-    setup: impl FnOnce(&NodeService<B>) -> Result<Option<ContextId>>,
-    keep: fn(&ContextEvent) -> bool,
-) {
-    let subscribed = shared.service().and_then(|service| {
-        let only = setup(&service)?;
-        // Subscribe before accepting, so no event after the acceptance is missed.
-        Ok((only, service.subscribe()))
-    });
-    let (only, mut events) = match subscribed {
-        Ok(v) => v,
-        Err(e) => {
-            shared.metrics.rpc_call(name, false);
-            pending.reject(e).await;
-            return;
-        }
-    };
-    shared.metrics.rpc_call(name, true);
-    let Ok(sink) = pending.accept().await else {
-        return;
-    };
-    shared.metrics.subscribers(1);
-    loop {
-        let message = tokio::select! {
-            _ = sink.closed() => break,
-            event = events.recv() => match event {
-                Ok(event) if keep(&event) && only.is_none_or(|id| event.context_id() == &id) => event_json(&event),
-                Ok(_) => continue,
-                Err(RecvError::Lagged(missed)) => {
-                    shared.metrics.events_dropped(missed);
-                    let mut lagged = json!({ "kind": "lagged", "missed": missed });
-                    if let (Some(id), Some(map)) = (only, lagged.as_object_mut()) {
-                        map.insert("context_id".into(), Value::String(id.to_hex()));
-                    }
-                    lagged
-                }
-                Err(RecvError::Closed) => break,
-            },
+    /// Checks the context exists, then forwards its deltas, divergences and membership changes.
+    async fn subscribe_context(&self, pending: PendingSubscriptionSink, p: ContextParams) -> SubscriptionResult {
+        let setup = |service: &NodeService<B>| -> RpcResult<Option<ContextId>> {
+            let id = context_id(&p.context_id)?;
+            service.context_status(&id).map_err(svc_err(service))?;
+            Ok(Some(id))
         };
-        let Ok(raw) = serde_json::value::to_raw_value(&message) else {
-            break;
-        };
-        if sink.send(raw).await.is_err() {
-            break;
-        }
+        forward_events("subscribe_context", pending, self.shared.clone(), setup, subscriptions::context_kind).await;
+        Ok(())
     }
-    shared.metrics.subscribers(-1);
+
+    /// Forwards what peers did to every context.
+    async fn subscribe_sync(&self, pending: PendingSubscriptionSink, _: NoParams) -> SubscriptionResult {
+        let setup = |_: &NodeService<B>| -> RpcResult<Option<ContextId>> { Ok(None) };
+        forward_events("subscribe_sync", pending, self.shared.clone(), setup, subscriptions::sync_kind).await;
+        Ok(())
+    }
 }

@@ -1,16 +1,24 @@
 //! The JSON-RPC 2.0 admin API (jsonrpsee): HTTP `POST /` and WebSocket `/ws` on one
 //! port, behind a bearer token, with `/health`, `/ready` and `/metrics` beside it.
 //!
-//! The method contract is `API.md`; [`methods::METHODS`] lists what a node
-//! serves (every method there). Error codes are in [`error`].
+//! The contract is one trait, `WeftApi` in [`api`]: its methods with their params and result
+//! types ([`types`]). The node implements it ([`methods`], [`subscriptions`]); clients call it
+//! through the generated `WeftApiClient` over [`client::ByName`]. `docs/api.md` describes it
+//! for people. Error codes are in [`error`].
 //!
 //! The server starts before the store is open ([`start`]), so `/ready` answers 503
 //! and calls answer -32005 (not ready) until [`RpcHandle::set_ready`] hands it the
 //! service — which the daemon does once the store is open and the network listens.
 
+pub mod api;
+pub mod client;
 pub mod error;
 pub mod http;
 pub mod methods;
+pub mod subscriptions;
+#[cfg(test)]
+mod tests;
+pub mod types;
 pub mod wire;
 
 use std::net::SocketAddr;

@@ -1,4 +1,5 @@
-//! What goes over the wire: parameter structs, id and data encodings.
+//! Reading the wire shapes of [`types`](super::types): params parsed by name with errors
+//! that name the field, hex ids, base64 data, key and value encodings, roles and page limits.
 //!
 //! Params are JSON objects by name; unknown fields are refused (a misspelt
 //! optional field would otherwise be silently ignored). Ids are 64 lowercase hex
@@ -11,27 +12,15 @@ use std::str::FromStr;
 use base64::Engine as _;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
-use serde_json::{json, Value};
-use weft_primitives::{Action, ContextDagDeltaValue};
+use weft_primitives::Action;
 
 use super::error::invalid_params;
+use super::types::{BatchParams, Encoding, GroupMembersParams, ScanParams, WireAction};
 
 /// Most entries one `state_scan` returns; larger limits are clamped to it.
 pub const MAX_SCAN_LIMIT: u32 = 1000;
 /// Entries a `state_scan` returns when it passes no limit.
 pub const DEFAULT_SCAN_LIMIT: u32 = 100;
-
-/// How keys and values are written in a call's params and result.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Encoding {
-    /// UTF-8 text (the default).
-    #[default]
-    Utf8,
-    /// Standard base64 with padding.
-    Base64,
-}
 
 impl Encoding {
     /// Decodes `text` (the param `field`) into bytes.
@@ -93,298 +82,36 @@ pub fn parse_params<P: DeserializeOwned>(params: &Params<'_>) -> Result<P, Error
     })
 }
 
-/// Params of methods that take none.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoParams {}
-
-/// `blob_put`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BlobPut {
-    /// The bytes, base64.
-    pub data: String,
-}
-
-/// `blob_get`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BlobGet {
-    /// The blob id.
-    pub blob_id: String,
-}
-
-/// `app_install`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AppInstall {
-    /// Application name.
-    pub name: String,
-    /// Version string.
-    pub version: String,
-    /// The bytecode, base64.
-    pub bytecode: String,
-}
-
 /// Most members one `group_members` returns; larger limits are clamped to it.
 pub const MAX_MEMBERS_LIMIT: u32 = 1000;
 /// Members a `group_members` returns when it passes no limit.
 pub const DEFAULT_MEMBERS_LIMIT: u32 = 100;
-
-/// `context_create`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ContextCreate {
-    /// The group to register the context in (default: a new namespace).
-    pub group_id: Option<String>,
-    /// The application the context runs.
-    pub application_id: Option<String>,
-    /// The context's alias in its group.
-    pub alias: Option<String>,
-}
-
-/// `node_dial`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Dial {
-    /// The peer's multiaddr.
-    pub addr: String,
-}
-
-/// `namespace_create`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NamespaceCreate {
-    /// The root group's alias.
-    pub alias: Option<String>,
-}
-
-/// `group_create`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GroupCreate {
-    /// The parent group (a namespace id names its root group).
-    pub parent_id: String,
-    /// The new group's alias.
-    pub alias: Option<String>,
-}
-
-/// Params naming one group.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GroupParam {
-    /// The group id.
-    pub group_id: String,
-}
-
-/// `group_members`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GroupMembers {
-    /// The group id.
-    pub group_id: String,
-    /// Continue strictly after this identity (a previous page's `next`).
-    pub start_after: Option<String>,
-    /// Most members to return (default 100, clamped to 1..=1000).
-    pub limit: Option<u32>,
-}
-
-impl GroupMembers {
-    /// The limit, defaulted and clamped.
-    pub fn clamped_limit(&self) -> usize {
-        usize::try_from(self.limit.unwrap_or(DEFAULT_MEMBERS_LIMIT).clamp(1, MAX_MEMBERS_LIMIT)).unwrap_or(1)
-    }
-}
-
-/// `group_add_member`, `group_set_role`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemberRole {
-    /// The group id.
-    pub group_id: String,
-    /// The member's identity.
-    pub identity: String,
-    /// `admin`, `member` or `read_only`.
-    pub role: String,
-}
-
-/// `group_remove_member`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemberParam {
-    /// The group id.
-    pub group_id: String,
-    /// The member's identity.
-    pub identity: String,
-}
-
-/// `group_set_capabilities`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemberCapabilities {
-    /// The group id.
-    pub group_id: String,
-    /// The member's identity.
-    pub identity: String,
-    /// The capability bitmask.
-    pub capabilities: u32,
-}
-
-/// `group_set_default_capabilities`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DefaultCapabilities {
-    /// The group id.
-    pub group_id: String,
-    /// The capability bitmask.
-    pub capabilities: u32,
-}
-
-/// `group_upgrade`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GroupUpgrade {
-    /// The group id.
-    pub group_id: String,
-    /// The new target application.
-    pub application_id: String,
-    /// The migration method to run in each context.
-    pub migration: Option<String>,
-}
-
-/// What an alias names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scope {
-    /// A group.
-    Group,
-    /// A context.
-    Context,
-    /// A member.
-    Member,
-}
-
-/// `alias_set`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AliasSet {
-    /// What the alias names.
-    pub scope: Scope,
-    /// The group, context or identity named.
-    pub id: String,
-    /// The group the alias lives in (required for members; a context's own group by default).
-    pub group_id: Option<String>,
-    /// The alias; empty clears it.
-    pub alias: String,
-}
-
-/// `alias_resolve`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AliasResolve {
-    /// What the alias names.
-    pub scope: Scope,
-    /// The alias.
-    pub alias: String,
-    /// The group to look in (required for members).
-    pub group_id: Option<String>,
-}
-
-/// `context_invite`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ContextInvite {
-    /// The context id.
-    pub context_id: String,
-    /// The invitee's identity (its `node_info.identity`).
-    pub invitee: String,
-    /// Its role: `admin`, `member` (default) or `read_only`.
-    pub role: Option<String>,
-    /// Validity in seconds (default one day).
-    pub expires_in_s: Option<u64>,
-}
-
-/// `context_join`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ContextJoin {
-    /// The invitation string.
-    pub invitation: String,
-}
 
 /// Parses a role name.
 pub fn parse_role(field: &str, text: &str) -> Result<weft_primitives::Role, ErrorObjectOwned> {
     text.parse().map_err(|_| invalid_params(field, format!("{text:?} is not a role: admin, member or read_only")))
 }
 
-/// Params naming one context.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ContextParam {
-    /// The context id.
-    pub context_id: String,
+/// `limit` defaulted and clamped to `1..=max`.
+fn clamp(limit: Option<u32>, default: u32, max: u32) -> usize {
+    usize::try_from(limit.unwrap_or(default).clamp(1, max)).unwrap_or(1)
 }
 
-/// `state_put`, `private_put`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Put {
-    /// The context id.
-    pub context_id: String,
-    /// The key.
-    pub key: String,
-    /// The value.
-    pub value: String,
-    /// How key and value are written.
-    #[serde(default)]
-    pub encoding: Encoding,
+impl GroupMembersParams {
+    /// The limit, defaulted and clamped.
+    pub fn clamped_limit(&self) -> usize {
+        clamp(self.limit, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT)
+    }
 }
 
-/// `state_delete`, `state_get`, `private_get`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeyParam {
-    /// The context id.
-    pub context_id: String,
-    /// The key.
-    pub key: String,
-    /// How key (and value, in results) are written.
-    #[serde(default)]
-    pub encoding: Encoding,
+impl ScanParams {
+    /// The limit, defaulted and clamped.
+    pub fn clamped_limit(&self) -> usize {
+        clamp(self.limit, DEFAULT_SCAN_LIMIT, MAX_SCAN_LIMIT)
+    }
 }
 
-/// One action of `state_batch`.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-pub enum WireAction {
-    /// Set a key.
-    Put {
-        /// The key.
-        key: String,
-        /// The value.
-        value: String,
-    },
-    /// Remove a key.
-    Delete {
-        /// The key.
-        key: String,
-    },
-}
-
-/// `state_batch`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Batch {
-    /// The context id.
-    pub context_id: String,
-    /// The actions, applied in order as one delta.
-    pub actions: Vec<WireAction>,
-    /// How keys and values are written.
-    #[serde(default)]
-    pub encoding: Encoding,
-}
-
-impl Batch {
+impl BatchParams {
     /// The actions as engine actions.
     pub fn decode_actions(&self) -> Result<Vec<Action>, ErrorObjectOwned> {
         self.actions
@@ -403,71 +130,14 @@ impl Batch {
     }
 }
 
-/// `state_scan`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Scan {
-    /// The context id.
-    pub context_id: String,
-    /// Only keys starting with this.
-    #[serde(default)]
-    pub prefix: Option<String>,
-    /// Continue strictly after this key (a previous page's `next`).
-    #[serde(default)]
-    pub start_after: Option<String>,
-    /// Most entries to return (default 100, clamped to 1..=1000).
-    #[serde(default)]
-    pub limit: Option<u32>,
-    /// Walk from the greatest key down.
-    #[serde(default)]
-    pub reverse: bool,
-    /// How keys and values are written.
-    #[serde(default)]
-    pub encoding: Encoding,
-}
-
-impl Scan {
-    /// The limit, defaulted and clamped.
-    pub fn clamped_limit(&self) -> usize {
-        usize::try_from(self.limit.unwrap_or(DEFAULT_SCAN_LIMIT).clamp(1, MAX_SCAN_LIMIT)).unwrap_or(1)
-    }
-}
-
-/// `delta_get`
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeltaGet {
-    /// The context id.
-    pub context_id: String,
-    /// The delta id.
-    pub delta_id: String,
-    /// How the actions' keys and values are written.
-    #[serde(default)]
-    pub encoding: Encoding,
-}
-
-/// A delta as `delta_get` returns it.
-pub fn delta_json(delta: ContextDagDeltaValue, encoding: Encoding) -> Result<Value, ErrorObjectOwned> {
-    let actions = delta
-        .actions
-        .into_iter()
-        .map(|a| match a {
-            Action::Put { key, value } => Ok(
-                json!({ "op": "put", "key": encoding.encode("key", key)?, "value": encoding.encode("value", value)? }),
-            ),
-            Action::Delete { key } => Ok(json!({ "op": "delete", "key": encoding.encode("key", key)? })),
-        })
-        .collect::<Result<Vec<_>, ErrorObjectOwned>>()?;
-    Ok(json!({
-        "delta_id": delta.delta_id.to_hex(),
-        "parents": delta.parents.iter().map(|p| p.to_hex()).collect::<Vec<_>>(),
-        "author": delta.author.to_hex(),
-        "hlc": { "physical_ms": delta.hlc.physical_ms, "logical": delta.hlc.logical },
-        "actions": actions,
-        "expected_root_hash": delta.expected_root_hash.to_hex(),
-        "applied": delta.applied,
-        "signature": delta.signature.to_string(),
-    }))
+/// An engine action as written on the wire in `encoding`.
+pub fn encode_action(action: Action, encoding: Encoding) -> Result<WireAction, ErrorObjectOwned> {
+    Ok(match action {
+        Action::Put { key, value } => {
+            WireAction::Put { key: encoding.encode("key", key)?, value: encoding.encode("value", value)? }
+        }
+        Action::Delete { key } => WireAction::Delete { key: encoding.encode("key", key)? },
+    })
 }
 
 #[cfg(test)]
@@ -475,6 +145,7 @@ pub fn delta_json(delta: ContextDagDeltaValue, encoding: Encoding) -> Result<Val
 mod tests {
     use super::*;
     use crate::rpc::error::codes;
+    use crate::rpc::types::{ContextParams, NoParams, PutParams};
 
     fn params(text: &'static str) -> Params<'static> {
         Params::new(Some(text))
@@ -486,23 +157,23 @@ mod tests {
         assert!(parse_params::<NoParams>(&params("{}")).is_ok());
         let e = parse_params::<NoParams>(&params("[]")).unwrap_err();
         assert_eq!(e.code(), codes::INVALID_PARAMS);
-        let e = parse_params::<ContextParam>(&params(r#"{"context_id":"00","extra":1}"#)).unwrap_err();
+        let e = parse_params::<ContextParams>(&params(r#"{"context_id":"00","extra":1}"#)).unwrap_err();
         assert!(e.message().contains("extra"), "{}", e.message());
     }
 
     #[test]
     fn type_errors_name_the_field() {
-        let e = parse_params::<Scan>(&params(r#"{"context_id":"00","limit":"ten"}"#)).unwrap_err();
+        let e = parse_params::<ScanParams>(&params(r#"{"context_id":"00","limit":"ten"}"#)).unwrap_err();
         assert_eq!(e.code(), codes::INVALID_PARAMS);
         assert!(e.message().starts_with("limit:"), "{}", e.message());
-        let e =
-            parse_params::<Batch>(&params(r#"{"context_id":"00","actions":[{"op":"put","key":"k"}]}"#)).unwrap_err();
+        let e = parse_params::<BatchParams>(&params(r#"{"context_id":"00","actions":[{"op":"put","key":"k"}]}"#))
+            .unwrap_err();
         assert!(e.message().contains("actions[0]") && e.message().contains("value"), "{}", e.message());
-        let e =
-            parse_params::<Batch>(&params(r#"{"context_id":"00","actions":[{"op":"upsert","key":"k"}]}"#)).unwrap_err();
+        let e = parse_params::<BatchParams>(&params(r#"{"context_id":"00","actions":[{"op":"upsert","key":"k"}]}"#))
+            .unwrap_err();
         assert!(e.message().contains("upsert"), "{}", e.message());
-        let e =
-            parse_params::<Put>(&params(r#"{"context_id":"00","key":"k","value":"v","encoding":"hex"}"#)).unwrap_err();
+        let e = parse_params::<PutParams>(&params(r#"{"context_id":"00","key":"k","value":"v","encoding":"hex"}"#))
+            .unwrap_err();
         assert!(e.message().starts_with("encoding:"), "{}", e.message());
     }
 
@@ -520,7 +191,7 @@ mod tests {
 
     #[test]
     fn scan_limits_are_clamped() {
-        let scan = |limit: Option<u32>| Scan {
+        let scan = |limit: Option<u32>| ScanParams {
             context_id: String::new(),
             prefix: None,
             start_after: None,
