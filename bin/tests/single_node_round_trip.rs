@@ -182,6 +182,39 @@ fn state_round_trips_through_rpc_and_cli_with_one_root() {
     assert_eq!(signing_keys_in(&full.join("data")), 1);
 }
 
+#[test]
+fn state_batch_applies_a_file_of_actions_and_refuses_a_malformed_one() {
+    let dir = tempfile::tempdir().unwrap();
+    init(dir.path());
+    let node = Node::start(dir.path());
+    let ctx = stdout_ok(&node.weft(&["context", "create"]));
+    let file = dir.path().join("actions.json");
+    let batch = |actions: &str| {
+        std::fs::write(&file, actions).unwrap();
+        node.weft(&["state", "batch", &ctx, file.to_str().unwrap()])
+    };
+
+    let out =
+        stdout_ok(&batch(r#"[{"op": "put", "key": "a", "value": "1"}, {"op": "put", "key": "b", "value": "2"}]"#));
+    let status = node.ok("context_status", json!({ "context_id": ctx }));
+    assert_eq!(
+        out,
+        format!("delta {}\nroot  {}", status["heads"][0].as_str().unwrap(), status["root_hash"].as_str().unwrap())
+    );
+    stdout_ok(&batch(r#"[{"op": "delete", "key": "a"}]"#));
+    assert_eq!(stdout_ok(&node.weft(&["state", "scan", &ctx])), "b\t2");
+
+    // A file that is not a list of actions, or not JSON, is refused before anything is sent.
+    for (actions, says) in [(r#"[{"op": "merge", "key": "a"}]"#, "merge"), ("[{", "not JSON")] {
+        let out = batch(actions);
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(file.to_str().unwrap()) && stderr.contains(says), "{stderr}");
+    }
+    assert_eq!(node.ok("context_status", json!({ "context_id": ctx }))["delta_count"], 2);
+    node.stop();
+}
+
 /// How many group signing keys (0x25) a stopped node's store holds.
 fn signing_keys_in(data: &std::path::Path) -> usize {
     use weft_store::schema::{Column, GroupSigningKey};

@@ -1,0 +1,103 @@
+//! `weft blob` and `weft app`: content-addressed blobs and installed applications.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use base64::Engine as _;
+use clap::Subcommand;
+use weft_node::rpc::api::WeftApiClient as _;
+use weft_node::rpc::types::{AppInstallParams, BlobParams, BlobPutParams, NoParams};
+
+use super::client::{CliError, Client};
+use super::output::{print, read_input};
+
+/// `weft blob`
+#[derive(Subcommand, Debug)]
+pub enum BlobCmd {
+    /// Store a file as a blob and print its id, the blake3 hash of its bytes (blob_put).
+    Put {
+        /// The file, or - for standard input.
+        file: PathBuf,
+    },
+    /// Fetch a blob (blob_get).
+    Get {
+        /// The blob id.
+        blob_id: String,
+        /// Write to this file instead of standard output.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+}
+
+/// `weft app`
+#[derive(Subcommand, Debug)]
+pub enum AppCmd {
+    /// Install an application from its bytecode file and print its id (app_install).
+    Install {
+        /// Application name.
+        name: String,
+        /// Version string.
+        #[arg(value_name = "VERSION")]
+        app_version: String,
+        /// The bytecode file, or - for standard input.
+        file: PathBuf,
+    },
+    /// List installed applications (app_list).
+    List,
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Runs a `weft blob` command.
+pub async fn blob(client: &Client, json_out: bool, cmd: BlobCmd) -> Result<(), CliError> {
+    let api = client.api();
+    match cmd {
+        BlobCmd::Put { file } => {
+            let data = b64(&read_input(&file)?);
+            let r = client.ask(api.blob_put(BlobPutParams { data })).await?;
+            print(json_out, &r, |r| r.blob_id.clone());
+        }
+        BlobCmd::Get { blob_id, output } => {
+            let r = client.ask(api.blob_get(BlobParams { blob_id })).await?;
+            if json_out {
+                print(true, &r, |_| String::new());
+            } else {
+                let data = base64::engine::general_purpose::STANDARD
+                    .decode(&r.data)
+                    .map_err(|e| CliError::Transport(format!("the node sent bad base64: {e}")))?;
+                match output {
+                    Some(path) => {
+                        std::fs::write(&path, data).map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?
+                    }
+                    None => std::io::stdout().write_all(&data).map_err(|e| CliError::Input(e.to_string()))?,
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs a `weft app` command.
+pub async fn app(client: &Client, json_out: bool, cmd: AppCmd) -> Result<(), CliError> {
+    let api = client.api();
+    match cmd {
+        AppCmd::Install { name, app_version: version, file } => {
+            let bytecode = b64(&read_input(&file)?);
+            let r = client.ask(api.app_install(AppInstallParams { name, version, bytecode })).await?;
+            print(json_out, &r, |r| r.application_id.clone());
+        }
+        AppCmd::List => {
+            let r = client.ask(api.app_list(NoParams {})).await?;
+            print(json_out, &r, |r| {
+                r.applications
+                    .iter()
+                    .map(|a| format!("{}  {} {}  {} bytes", a.application_id, a.name, a.version, a.size))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+    }
+    Ok(())
+}

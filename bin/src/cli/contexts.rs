@@ -1,0 +1,203 @@
+//! `weft context`: creating, inviting, joining, leaving, listing contexts, their status and
+//! sync (waiting until a peer agrees, with a progress bar).
+
+use std::time::{Duration, Instant};
+
+use clap::Subcommand;
+use weft_node::rpc::api::WeftApiClient as _;
+use weft_node::rpc::types::{
+    ContextCreateParams, ContextInviteParams, ContextJoinParams, ContextParams, ContextStatus, NoParams,
+};
+
+use super::client::{CliError, Client};
+use super::output::{bar, print, snapshot_bar, text};
+use super::subscriptions;
+
+/// `weft context`
+#[derive(Subcommand, Debug)]
+pub enum ContextCmd {
+    /// Create a context and print its id (context_create). Without --group it is registered
+    /// in a new namespace whose admin is this node.
+    Create {
+        /// The group to register it in (this node needs CREATE_CONTEXT there).
+        #[arg(long, value_name = "ID")]
+        group: Option<String>,
+        /// The application the context runs (an id from `weft app list`).
+        #[arg(long, value_name = "ID")]
+        application: Option<String>,
+        /// The context's alias in its group.
+        #[arg(long)]
+        alias: Option<String>,
+    },
+    /// Make a node a member of the context's group and print an invitation for it
+    /// (context_invite). Hand the invitation to the other node's operator, who runs
+    /// `weft context join INVITATION`.
+    Invite {
+        /// The context id.
+        context_id: String,
+        /// The invitee's identity: the `identity` its `weft node info` prints.
+        invitee: String,
+        /// admin, member or read_only.
+        #[arg(long, default_value = "member")]
+        role: String,
+        /// Seconds the invitation stays valid [default: 86400, at most 30 days].
+        #[arg(long, value_name = "SECONDS")]
+        expires_in: Option<u64>,
+    },
+    /// Join a context with an invitation: dial the inviter, wait until governance makes this
+    /// node a member, create the context here and catch up; prints the context id
+    /// (context_join).
+    Join {
+        /// The invitation string `weft context invite` printed.
+        invitation: String,
+    },
+    /// Leave the context (context_leave): leave its group, so this node's writes to it are
+    /// refused from then on, and stop syncing it, also after a restart. The local copy is kept
+    /// and stays readable; a new invitation joins it again. The last admin cannot leave.
+    Leave {
+        /// The context id.
+        context_id: String,
+    },
+    /// Compare heads and roots with every peer now and catch up where behind (context_sync).
+    Sync {
+        /// The context id.
+        context_id: String,
+        /// Wait until a peer reports the same heads and root, showing progress.
+        #[arg(long)]
+        wait: bool,
+        /// Give up waiting after this many seconds.
+        #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+        timeout: u64,
+    },
+    /// List this node's contexts (context_list).
+    List,
+    /// Heads, root hash, counters and members of a context (context_status).
+    Status {
+        /// The context id.
+        context_id: String,
+    },
+    /// Print a context's events as they happen, until interrupted (subscribe_context, over
+    /// WebSocket).
+    Watch {
+        /// The context id.
+        context_id: String,
+    },
+}
+
+/// Runs a `weft context` command.
+pub async fn run(client: &Client, json_out: bool, cmd: ContextCmd) -> Result<(), CliError> {
+    let api = client.api();
+    match cmd {
+        ContextCmd::Create { group, application, alias } => {
+            let params = ContextCreateParams { group_id: group, application_id: application, alias };
+            let r = client.ask(api.context_create(params)).await?;
+            print(json_out, &r, |r| r.context_id.clone());
+        }
+        ContextCmd::Invite { context_id, invitee, role, expires_in } => {
+            let params = ContextInviteParams { context_id, invitee, role: Some(role), expires_in_s: expires_in };
+            let r = client.ask(api.context_invite(params)).await?;
+            print(json_out, &r, |r| r.invitation.clone());
+        }
+        ContextCmd::Join { invitation } => {
+            let r = client.ask(api.context_join(ContextJoinParams { invitation })).await?;
+            print(json_out, &r, |r| r.context_id.clone());
+            if !json_out && !r.synced {
+                eprintln!("joined; catching up with peers continues in the background (`weft context status`)");
+            }
+        }
+        ContextCmd::Leave { context_id } => {
+            let r = client.ask(api.context_leave(ContextParams { context_id })).await?;
+            print(json_out, &r, |_| String::new());
+        }
+        ContextCmd::Sync { context_id, wait, timeout } => {
+            let r = client.ask(api.context_sync(ContextParams { context_id: context_id.clone() })).await?;
+            if wait {
+                wait_in_sync(client, &context_id, Duration::from_secs(timeout), json_out).await?;
+            } else {
+                print(json_out, &r, |_| String::new());
+            }
+        }
+        ContextCmd::List => {
+            let r = client.ask(api.context_list(NoParams {})).await?;
+            print(json_out, &r, |r| {
+                r.contexts
+                    .iter()
+                    .map(|c| {
+                        let mut line = c.context_id.clone();
+                        for (label, value) in
+                            [("alias", &c.alias), ("group", &c.group_id), ("application", &c.application_id)]
+                        {
+                            if let Some(v) = value {
+                                line.push_str(&format!("  {label} {v}"));
+                            }
+                        }
+                        line
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        ContextCmd::Status { context_id } => {
+            let r = client.ask(api.context_status(ContextParams { context_id })).await?;
+            print(json_out, &r, status);
+        }
+        ContextCmd::Watch { context_id } => subscriptions::watch_context(client, context_id, json_out).await?,
+    }
+    Ok(())
+}
+
+/// `context_status` as people read it.
+fn status(r: &ContextStatus) -> String {
+    format!(
+        "context   {}\ngroup     {}\nroot      {}\nheads     {}\ndeltas    {} applied, {} pending\nkeys      {}\ndiverged  {}\nmembers   {}\nin sync   {}",
+        r.context_id,
+        text(&r.group_id),
+        r.root_hash,
+        r.heads.join(" "),
+        r.delta_count,
+        r.pending_count,
+        r.key_count,
+        r.diverged,
+        r.members.join(" "),
+        r.peers_in_sync.join(" "),
+    )
+}
+
+/// Polls `context_status` until a peer is in sync with no deltas pending, showing progress on
+/// standard error (or nothing under --json); prints the final status.
+async fn wait_in_sync(client: &Client, context_id: &str, timeout: Duration, json_out: bool) -> Result<(), CliError> {
+    let deadline = Instant::now() + timeout;
+    let interactive = !json_out && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    loop {
+        let params = ContextParams { context_id: context_id.to_string() };
+        let r = client.ask(client.api().context_status(params)).await?;
+        let in_sync = !r.peers_in_sync.is_empty();
+        let (pending, applied) = (r.pending_count, r.delta_count);
+        if interactive {
+            match &r.snapshot {
+                Some(s) => eprint!("\r{}   ", snapshot_bar(s.entries, s.keys_total, s.deltas, s.bytes)),
+                None => {
+                    let target = r.peers_delta_count.unwrap_or(applied);
+                    eprint!("\rsyncing {} deltas, {pending} pending   ", bar(applied, target.max(applied)));
+                }
+            }
+        }
+        if in_sync && pending == 0 {
+            if interactive {
+                eprintln!();
+            }
+            print(json_out, &r, |r| format!("in sync with {} at root {}", r.peers_in_sync.join(" "), r.root_hash));
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            if interactive {
+                eprintln!();
+            }
+            return Err(CliError::Transport(format!(
+                "no peer reported the same heads and root within {}s ({applied} deltas applied, {pending} pending)",
+                timeout.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
