@@ -230,32 +230,26 @@ pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     linker.func_wrap(MODULE, "time_ms", |mut c: Caller<'_, CallState>| {
         import(&mut c, "time_ms", |_, s| Ok((s.call.time_ms as i64, 0)))
     })?;
-    linker.func_wrap(MODULE, "state_get", |mut c: Caller<'_, CallState>, kp: u32, kl: u32, out: u32, cap: u32| {
-        import(&mut c, "state_get", |mem, s| {
-            let key = read(mem, kp, kl, "state_get")?;
-            let value = match s.state.get(key) {
-                Some(written) => written.map(<[u8]>::to_vec),
-                None => s.host.get(key)?,
-            };
-            get_result(mem, out, cap, value.as_deref(), "state_get", kl)
-        })
-    })?;
-    linker.func_wrap(MODULE, "state_put", |mut c: Caller<'_, CallState>, kp: u32, kl: u32, vp: u32, vl: u32| {
-        import(&mut c, "state_put", |mem, s| {
-            let (key, value) = (read(mem, kp, kl, "state_put")?, read(mem, vp, vl, "state_put")?);
-            count_write(s, "state_put", key.len(), value.len())?;
-            s.state.write(key.to_vec(), Some(value.to_vec()));
-            Ok(((), u64::from(kl) + u64::from(vl)))
-        })
-    })?;
-    linker.func_wrap(MODULE, "state_delete", |mut c: Caller<'_, CallState>, kp: u32, kl: u32| {
-        import(&mut c, "state_delete", |mem, s| {
-            let key = read(mem, kp, kl, "state_delete")?;
-            count_write(s, "state_delete", key.len(), 0)?;
-            s.state.write(key.to_vec(), None);
-            Ok(((), u64::from(kl)))
-        })
-    })?;
+    for space in [Space::State, Space::Private] {
+        let [get_name, put_name, delete_name] = space.imports();
+        linker.func_wrap(
+            MODULE,
+            get_name,
+            move |mut c: Caller<'_, CallState>, kp: u32, kl: u32, out: u32, cap: u32| {
+                import(&mut c, get_name, |mem, s| get(mem, s, space, (kp, kl), (out, cap)))
+            },
+        )?;
+        linker.func_wrap(
+            MODULE,
+            put_name,
+            move |mut c: Caller<'_, CallState>, kp: u32, kl: u32, vp: u32, vl: u32| {
+                import(&mut c, put_name, |mem, s| put(mem, s, space, (kp, kl), Some((vp, vl))))
+            },
+        )?;
+        linker.func_wrap(MODULE, delete_name, move |mut c: Caller<'_, CallState>, kp: u32, kl: u32| {
+            import(&mut c, delete_name, |mem, s| put(mem, s, space, (kp, kl), None))
+        })?;
+    }
     linker.func_wrap(
         MODULE,
         "state_range",
@@ -293,32 +287,6 @@ pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
             })
         },
     )?;
-    linker.func_wrap(MODULE, "private_get", |mut c: Caller<'_, CallState>, kp: u32, kl: u32, out: u32, cap: u32| {
-        import(&mut c, "private_get", |mem, s| {
-            let key = read(mem, kp, kl, "private_get")?;
-            let value = match s.private.get(key) {
-                Some(written) => written.map(<[u8]>::to_vec),
-                None => s.host.private_get(key)?,
-            };
-            get_result(mem, out, cap, value.as_deref(), "private_get", kl)
-        })
-    })?;
-    linker.func_wrap(MODULE, "private_put", |mut c: Caller<'_, CallState>, kp: u32, kl: u32, vp: u32, vl: u32| {
-        import(&mut c, "private_put", |mem, s| {
-            let (key, value) = (read(mem, kp, kl, "private_put")?, read(mem, vp, vl, "private_put")?);
-            count_write(s, "private_put", key.len(), value.len())?;
-            s.private.write(key.to_vec(), Some(value.to_vec()));
-            Ok(((), u64::from(kl) + u64::from(vl)))
-        })
-    })?;
-    linker.func_wrap(MODULE, "private_delete", |mut c: Caller<'_, CallState>, kp: u32, kl: u32| {
-        import(&mut c, "private_delete", |mem, s| {
-            let key = read(mem, kp, kl, "private_delete")?;
-            count_write(s, "private_delete", key.len(), 0)?;
-            s.private.write(key.to_vec(), None);
-            Ok(((), u64::from(kl)))
-        })
-    })?;
     linker.func_wrap(MODULE, "emit", |mut c: Caller<'_, CallState>, kp: u32, kl: u32, dp: u32, dl: u32| {
         import(&mut c, "emit", |mem, s| {
             let (kind, data) = (read(mem, kp, kl, "emit")?, read(mem, dp, dl, "emit")?);
@@ -366,24 +334,72 @@ pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// A `*_get` result: -1 when absent, else the value's length (written when it fits). Bytes
-/// charged: the key plus the value when copied.
-fn get_result(
-    mem: &mut [u8],
-    out: u32,
-    cap: u32,
-    value: Option<&[u8]>,
-    import: &'static str,
-    key_len: u32,
-) -> Result<(i64, u64), CallError> {
-    match value {
-        None => read(mem, out, cap, import).map(|_| (-1, u64::from(key_len))),
-        Some(value) => {
-            let n = give(mem, out, cap, value, import)?;
-            let copied = if value.len() <= cap as usize { value.len() as u64 } else { 0 };
-            Ok((n, u64::from(key_len) + copied))
+/// The two key spaces a call reads and writes: the replicated state and the private one.
+#[derive(Clone, Copy, Debug)]
+enum Space {
+    State,
+    Private,
+}
+
+impl Space {
+    /// Its get, put and delete imports.
+    fn imports(self) -> [&'static str; 3] {
+        match self {
+            Space::State => ["state_get", "state_put", "state_delete"],
+            Space::Private => ["private_get", "private_put", "private_delete"],
         }
     }
+}
+
+/// `state_get` / `private_get`: the call's own write of the key if it made one, else the
+/// host's value; -1 when absent, else the value's length (written when it fits). Charged:
+/// the key, plus the value when copied.
+fn get(
+    mem: &mut [u8],
+    s: &mut CallState,
+    space: Space,
+    key: (u32, u32),
+    out: (u32, u32),
+) -> Result<(i64, u64), CallError> {
+    let import = space.imports()[0];
+    let key = read(mem, key.0, key.1, import)?;
+    let overlay = match space {
+        Space::State => &s.state,
+        Space::Private => &s.private,
+    };
+    let value = match (overlay.get(key), space) {
+        (Some(written), _) => written.map(<[u8]>::to_vec),
+        (None, Space::State) => s.host.get(key)?,
+        (None, Space::Private) => s.host.private_get(key)?,
+    };
+    let key_len = key.len() as u64;
+    let Some(value) = value else { return read(mem, out.0, out.1, import).map(|_| (-1, key_len)) };
+    let n = give(mem, out.0, out.1, &value, import)?;
+    let copied = if value.len() <= out.1 as usize { value.len() as u64 } else { 0 };
+    Ok((n, key_len + copied))
+}
+
+/// `*_put` (`value` given) and `*_delete`: records the write in the call's overlay, within
+/// the write limits. Charged: the bytes written.
+fn put(
+    mem: &mut [u8],
+    s: &mut CallState,
+    space: Space,
+    key: (u32, u32),
+    value: Option<(u32, u32)>,
+) -> Result<((), u64), CallError> {
+    let [_, put, delete] = space.imports();
+    let import = if value.is_some() { put } else { delete };
+    let key = read(mem, key.0, key.1, import)?;
+    let value = value.map(|(ptr, len)| read(mem, ptr, len, import)).transpose()?;
+    let size = key.len() + value.map_or(0, <[u8]>::len);
+    count_write(s, import, key.len(), value.map_or(0, <[u8]>::len))?;
+    let overlay = match space {
+        Space::State => &mut s.state,
+        Space::Private => &mut s.private,
+    };
+    overlay.write(key.to_vec(), value.map(<[u8]>::to_vec));
+    Ok(((), size as u64))
 }
 
 /// Writes as many whole `entries` as fit at `out` (each `key_len: u32 LE, key, value_len:
