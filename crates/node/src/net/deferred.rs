@@ -15,7 +15,9 @@ use libp2p::{gossipsub, PeerId};
 use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, GovPosition, NamespaceId};
 use weft_store::Backend;
 
+use super::contexts::Contexts;
 use super::driver::Driver;
+use super::governance::Namespaces;
 use super::NetEvent;
 use crate::context::{check_signature, EngineError};
 
@@ -132,7 +134,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             }
         }
         if !self.namespaces.catching_up.contains(&(peer, namespace_id)) {
-            self.ask_ops(peer, namespace_id);
+            self.ask_page::<Namespaces>(peer, namespace_id);
         }
         // Not judged yet: neither forwarded nor penalized.
         gossipsub::MessageAcceptance::Ignore
@@ -167,7 +169,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         if namespace_id.is_none() {
             for (peer, ns) in ask {
                 if !self.namespaces.catching_up.contains(&(peer, ns)) && self.swarm.is_connected(&peer) {
-                    self.ask_ops(peer, ns);
+                    self.ask_page::<Namespaces>(peer, ns);
                 }
             }
         }
@@ -182,7 +184,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                         && !self.contexts.catching_up.contains(&(peer, context_id))
                         && self.swarm.is_connected(&peer)
                     {
-                        self.ask_deltas(peer, context_id);
+                        self.ask_page::<Contexts>(peer, context_id);
                     }
                 }
                 Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {

@@ -1,6 +1,6 @@
 //! The task that drives the swarm. It owns the swarm and every mechanism's state (a part per
-//! file: [`Inbound`], [`ContextSync`], [`NamespaceSync`], [`Snapshots`], [`Repairs`],
-//! [`KeyRequests`], [`DeferredDeltas`]) and runs one loop: commands from the [`Network`]
+//! file: [`Inbound`], a [`LogSync`] for contexts and one for namespaces, [`Snapshots`],
+//! [`Repairs`], [`KeyRequests`], [`DeferredDeltas`]) and runs one loop: commands from the [`Network`]
 //! handle first, then the anti-entropy tick, then swarm events, then a round of queued
 //! inbound work. Each tick (every `anti_entropy_interval`) and each new connection asks
 //! peers for the status of the namespaces and contexts held here — ops before deltas, since
@@ -24,16 +24,17 @@ use libp2p::request_response::{self, OutboundRequestId};
 use libp2p::swarm::SwarmEvent;
 use libp2p::{gossipsub, identify, PeerId, Swarm};
 use tokio::sync::{broadcast, mpsc};
-use weft_primitives::{ContextId, GroupId, KeyId, NamespaceId};
+use weft_primitives::{ContextId, KeyId, NamespaceId};
 use weft_store::schema::ContextLeft;
 use weft_store::{Backend, Read};
 
-use super::catch_up::ContextSync;
+use super::contexts::Contexts;
 use super::deferred::DeferredDeltas;
-use super::governance::NamespaceSync;
+use super::governance::Namespaces;
 use super::handle::{Command, LISTEN_WAIT};
 use super::inbound::{Inbound, Work, EVENTS_PER_ROUND};
-use super::keys::KeyRequests;
+use super::keys::{KeyRequests, KeyScope};
+use super::log::LogSync;
 use super::protocol::{SyncRequest, SyncResponse};
 use super::repair::Repairs;
 use super::snapshot::Snapshots;
@@ -51,9 +52,13 @@ pub(super) enum Pending {
     RepairWalk(ContextId),
     RepairEntries(ContextId),
     Snapshot(ContextId),
-    GroupKey(GroupId, KeyId),
-    NamespaceKey(NamespaceId, KeyId),
+    Key(KeyScope, KeyId),
 }
+
+/// What the driver needs of a backend: the bounds its methods share, named once.
+pub(super) trait NetBackend: Backend + Send + Sync + 'static {}
+
+impl<B: Backend + Send + Sync + 'static> NetBackend for B {}
 
 /// The network task's state: the swarm, what it serves from, and each mechanism's part.
 pub(super) struct Driver<B: Backend> {
@@ -72,9 +77,9 @@ pub(super) struct Driver<B: Backend> {
     /// Per-peer queues of inbound work and their rate limits.
     pub(super) inbound: Inbound,
     /// The contexts replicated: topics, catch-up sessions, peers in sync.
-    pub(super) contexts: ContextSync,
+    pub(super) contexts: LogSync<Contexts>,
     /// The namespaces replicated: topics, op catch-up sessions, peers in sync.
-    pub(super) namespaces: NamespaceSync,
+    pub(super) namespaces: LogSync<Namespaces>,
     /// Snapshots received and served.
     pub(super) snapshots: Snapshots<B>,
     /// Repair sessions.
@@ -107,8 +112,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             pending: HashMap::new(),
             round_cursor: (0, 0),
             inbound: Inbound::default(),
-            contexts: ContextSync::default(),
-            namespaces: NamespaceSync::default(),
+            contexts: LogSync::default(),
+            namespaces: LogSync::default(),
             snapshots: Snapshots::default(),
             repairs: Repairs::default(),
             keys: KeyRequests::default(),
@@ -186,6 +191,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// Undoes [`Driver::join`]: unsubscribes and forgets everything under way for the context.
     fn leave(&mut self, context_id: ContextId) {
         self.contexts.leave(&mut self.swarm, context_id);
+        self.contexts.kind.reported.remove(&context_id);
         self.repairs.forget_context(context_id);
         self.snapshots.receiving.remove(&context_id);
         self.pending.retain(|_, pending| match pending {
@@ -194,7 +200,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             | Pending::RepairWalk(c)
             | Pending::RepairEntries(c)
             | Pending::Snapshot(c) => *c != context_id,
-            Pending::NamespaceStatus(_) | Pending::Ops(_) | Pending::GroupKey(..) | Pending::NamespaceKey(..) => true,
+            Pending::NamespaceStatus(_) | Pending::Ops(_) | Pending::Key(..) => true,
         });
         self.deferred.forget_context(context_id);
     }
@@ -207,30 +213,28 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
 
     fn on_command(&mut self, command: Command) {
         match command {
-            Command::Join(context_id) => self.join(context_id),
+            Command::Join(context_id) => self.join::<Contexts>(context_id),
             Command::Leave(context_id, done) => {
                 self.leave(context_id);
                 let _ = done.send(());
             }
-            Command::Publish(context_id, delta) => self.publish(context_id, *delta),
-            Command::JoinNamespace(namespace_id) => self.join_namespace(namespace_id),
-            Command::PublishOp(namespace_id, op) => self.publish_op(namespace_id, *op),
+            Command::Publish(context_id, delta) => self.publish::<Contexts>(context_id, *delta),
+            Command::JoinNamespace(namespace_id) => self.join::<Namespaces>(namespace_id),
+            Command::PublishOp(namespace_id, op) => self.publish::<Namespaces>(namespace_id, *op),
             // Not for a context this node left: catching up would apply peers' deltas to it.
             Command::SyncNow(context_id) if self.has_left(&context_id) => {}
             Command::SyncNow(context_id) => {
                 for peer in self.connected() {
-                    self.ask_status(peer, context_id);
+                    self.ask_status::<Contexts>(peer, context_id);
                 }
             }
             Command::SyncNamespaceNow(namespace_id) => {
                 for peer in self.connected() {
-                    self.ask_namespace_status(peer, namespace_id);
+                    self.ask_status::<Namespaces>(peer, namespace_id);
                 }
             }
             Command::NamespaceInSync(namespace_id, reply) => {
-                let _ = reply.send(
-                    self.namespaces.in_sync.get(&namespace_id).map(|s| s.iter().copied().collect()).unwrap_or_default(),
-                );
+                let _ = reply.send(self.namespaces.in_sync_peers(&namespace_id));
             }
             Command::Dial(addr, reply) => {
                 let result = self.swarm.dial(addr.clone()).map_err(|e| NetError::Dial { addr, reason: e.to_string() });
@@ -257,7 +261,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 let _ = reply.send(peers.into_values().collect());
             }
             Command::SyncTarget(context_id, reply) => {
-                let _ = reply.send(self.contexts.reported.get(&context_id).and_then(|r| r.values().max().copied()));
+                let _ =
+                    reply.send(self.contexts.kind.reported.get(&context_id).and_then(|r| r.values().max().copied()));
             }
             Command::InSync(context_id, reply) => {
                 let _ = reply.send(
@@ -279,20 +284,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             }
         }
         let (namespaces, contexts) = self.due_this_round();
-        for namespace_id in namespaces {
-            for peer in &connected {
-                if !self.namespaces.catching_up.contains(&(*peer, namespace_id)) {
-                    self.ask_namespace_status(*peer, namespace_id);
-                }
-            }
-        }
-        for context_id in contexts {
-            for peer in &connected {
-                if !self.contexts.catching_up.contains(&(*peer, context_id)) {
-                    self.ask_status(*peer, context_id);
-                }
-            }
-        }
+        self.check::<Namespaces>(namespaces, &connected);
+        self.check::<Contexts>(contexts, &connected);
         self.recover_keys(&connected);
         self.retry_deferred(None);
         self.snapshots.expire_idle();
@@ -315,8 +308,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// every one is checked within a bounded number of rounds and none is starved.
     fn due_this_round(&mut self) -> (Vec<NamespaceId>, Vec<ContextId>) {
         let share = self.round_share();
-        let mut namespaces: Vec<NamespaceId> = self.namespaces.topics.values().copied().collect();
-        let mut contexts: Vec<ContextId> = self.contexts.topics.values().copied().collect();
+        let mut namespaces: Vec<NamespaceId> = self.namespaces.ids();
+        let mut contexts: Vec<ContextId> = self.contexts.ids();
         if namespaces.len() + contexts.len() <= share {
             return (namespaces, contexts);
         }
@@ -348,10 +341,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     // about; the following rounds take the rest in turn.
                     let (namespaces, contexts) = self.due_this_round();
                     for namespace_id in namespaces {
-                        self.ask_namespace_status(peer_id, namespace_id);
+                        self.ask_status::<Namespaces>(peer_id, namespace_id);
                     }
                     for context_id in contexts {
-                        self.ask_status(peer_id, context_id);
+                        self.ask_status::<Contexts>(peer_id, context_id);
                     }
                 }
             }
@@ -396,6 +389,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// was serving fails (and the context is caught up by deltas).
     fn forget_peer(&mut self, peer: PeerId) {
         self.contexts.forget_peer(peer);
+        self.contexts.kind.forget_peer(peer);
         self.namespaces.forget_peer(peer);
         self.repairs.forget_peer(peer);
         self.snapshots.forget_peer(peer);
@@ -417,37 +411,34 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
         match self.pending.remove(&request_id) {
             Some(Pending::Status(context_id)) => {
-                let response = self.unseal_response(peer, context_id, response);
-                self.on_status(peer, context_id, response)
+                let response = self.unseal_response::<Contexts>(peer, context_id, response);
+                self.on_status::<Contexts>(peer, context_id, response)
             }
             Some(Pending::Deltas(context_id)) => {
-                let response = self.unseal_response(peer, context_id, response);
-                self.on_deltas(peer, context_id, response)
+                let response = self.unseal_response::<Contexts>(peer, context_id, response);
+                self.on_page::<Contexts>(peer, context_id, response)
             }
             Some(Pending::NamespaceStatus(namespace_id)) => {
-                let response = self.unseal_namespace_response(peer, namespace_id, response);
-                self.on_namespace_status(peer, namespace_id, response)
+                let response = self.unseal_response::<Namespaces>(peer, namespace_id, response);
+                self.on_status::<Namespaces>(peer, namespace_id, response)
             }
             Some(Pending::Ops(namespace_id)) => {
-                let response = self.unseal_namespace_response(peer, namespace_id, response);
-                self.on_ops(peer, namespace_id, response)
-            }
-            Some(Pending::NamespaceKey(namespace_id, key_id)) => {
-                self.on_namespace_key(peer, namespace_id, key_id, response)
+                let response = self.unseal_response::<Namespaces>(peer, namespace_id, response);
+                self.on_page::<Namespaces>(peer, namespace_id, response)
             }
             Some(Pending::RepairWalk(context_id)) => {
-                let response = self.unseal_response(peer, context_id, response);
+                let response = self.unseal_response::<Contexts>(peer, context_id, response);
                 self.on_repair_walk(peer, context_id, response)
             }
             Some(Pending::RepairEntries(context_id)) => {
-                let response = self.unseal_response(peer, context_id, response);
+                let response = self.unseal_response::<Contexts>(peer, context_id, response);
                 self.on_repair_entries(peer, context_id, response)
             }
             Some(Pending::Snapshot(context_id)) => {
-                let response = self.unseal_response(peer, context_id, response);
+                let response = self.unseal_response::<Contexts>(peer, context_id, response);
                 self.on_snapshot(peer, context_id, response)
             }
-            Some(Pending::GroupKey(group_id, key_id)) => self.on_group_key(peer, group_id, key_id, response),
+            Some(Pending::Key(scope, key_id)) => self.on_key(peer, scope, key_id, response),
             None => {}
         }
     }
@@ -471,13 +462,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             Some(Pending::Snapshot(context_id)) => {
                 self.snapshot_failed(peer, context_id, format!("snapshot request failed: {error}"));
             }
-            Some(Pending::GroupKey(group_id, key_id)) => {
-                tracing::debug!(%peer, %group_id, %error, "key request failed");
-                self.keys.asked.remove(&(peer, group_id, key_id));
-            }
-            Some(Pending::NamespaceKey(namespace_id, key_id)) => {
-                tracing::debug!(%peer, %namespace_id, %error, "namespace key request failed");
-                self.keys.asked.remove(&(peer, namespace_id.key_group(), key_id));
+            Some(Pending::Key(scope, key_id)) => {
+                tracing::debug!(%peer, %scope, %error, "key request failed");
+                self.keys.asked.remove(&(peer, scope.key_group(), key_id));
             }
             None => {}
         }

@@ -1,218 +1,255 @@
-//! Governance ops. With [`Governance`] attached, each namespace has a topic
-//! (`weft/namespace/<id>`) carrying signed ops; received ops go through
-//! [`Governance::submit`] (valid or known: accepted and forwarded; malformed or unauthorized:
-//! rejected). The same anti-entropy that checks contexts compares namespace heads with every
-//! peer and fetches the ops this node lacks in topological order, in pages under the frame
-//! cap, one session per (peer, namespace); an op whose parents are missing starts that
-//! catch-up at once. Every namespace governance holds is joined at start. Ops logged here
-//! (or opened by a key that arrived) release the context deltas that waited for them.
+//! Governance ops, as a kind of log ([`Namespaces`]; see `log.rs`). With [`Governance`]
+//! attached, each namespace has a topic (`weft/namespace/<id>`) carrying signed ops; received
+//! ops go through [`Governance::submit`] (valid or known: accepted and forwarded; malformed or
+//! unauthorized: rejected). A status is the namespace's heads; a node behind fetches the ops
+//! it lacks in topological order, in pages under the frame cap, and an op whose parents are
+//! missing starts that catch-up at once. Once a namespace has a key (a `NamespaceKeyRotated`
+//! op), its ops on the topic and the `Ops` and `NamespaceStatus` answers are sealed under the
+//! current one. Every namespace governance holds is joined at start; a namespace fetched only
+//! for the ops a delta cites is not checked again once caught up. Ops logged here (or opened
+//! by a key that arrived) release the context deltas that waited for them.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use libp2p::{gossipsub, PeerId};
-use weft_primitives::{NamespaceId, OpId, SignedOp};
+use weft_primitives::{GroupId, GroupKey, KeyId, NamespaceId, OpId, Sealed, SignedOp};
 use weft_store::Backend;
 
-use super::driver::{Driver, Pending};
-use super::protocol::{self, Gossip, SealedKind, SyncRequest, SyncResponse, MAX_FRAME, MAX_OPS_PER_RESPONSE};
-use super::sealing::Unsealed;
+use super::driver::{Driver, NetBackend, Pending};
+use super::keys::KeyScope;
+use super::log::{Gossiped, LogCounters, LogKind, LogSync, Verdict};
+use super::protocol::{
+    namespace_sealing_header, Gossip, SealedKind, SyncRequest, SyncResponse, MAX_FRAME, MAX_OPS_PER_RESPONSE,
+};
+use super::sealing::{Sealing, Unsealed};
 use super::swarm::namespace_topic;
-use super::NetEvent;
+use super::{NetEvent, NetStats};
 use crate::governance::{Governance, GovernanceError, Submitted};
 
-/// The namespaces this node replicates and the op catch-up sessions with peers.
-#[derive(Default)]
-pub(super) struct NamespaceSync {
-    /// Gossip topics of the namespaces this node replicates.
-    pub(super) topics: HashMap<gossipsub::TopicHash, NamespaceId>,
-    /// (peer, namespace) pairs with an op catch-up session under way.
-    pub(super) catching_up: HashSet<(PeerId, NamespaceId)>,
-    /// Peers last seen with this node's heads, per namespace.
-    pub(super) in_sync: HashMap<NamespaceId, BTreeSet<PeerId>>,
-}
+/// Namespaces' governance ops: the log kind.
+pub(super) struct Namespaces;
 
-impl NamespaceSync {
-    /// Forgets a disconnected peer.
-    pub(super) fn forget_peer(&mut self, peer: PeerId) {
-        for peers in self.in_sync.values_mut() {
-            peers.remove(&peer);
-        }
-        self.catching_up.retain(|(p, _)| *p != peer);
-    }
-}
+impl LogKind for Namespaces {
+    type Id = NamespaceId;
+    type Head = OpId;
+    type Entry = SignedOp;
+    type State = ();
 
-impl<B: Backend + Send + Sync + 'static> Driver<B> {
-    /// Starts replicating a namespace's governance: subscribes to its topic and asks every
-    /// peer its heads. Nothing without governance attached.
-    pub(super) fn join_namespace(&mut self, namespace_id: NamespaceId) {
-        if self.governance.is_none() {
-            tracing::warn!(%namespace_id, "no governance attached: not joining the namespace");
-            return;
-        }
-        let topic = namespace_topic(&namespace_id);
-        if let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&topic) {
-            tracing::warn!(%namespace_id, error = %e, "cannot subscribe to namespace topic");
-        }
-        self.namespaces.topics.insert(topic.hash(), namespace_id);
-        for peer in self.connected() {
-            self.ask_namespace_status(peer, namespace_id);
-        }
+    const NAME: &'static str = "namespace";
+    // Ops are served by a fresh walk per page: asking ahead would get the same page again.
+    const PIPELINED: bool = false;
+    const MAX_PAGE: u32 = MAX_OPS_PER_RESPONSE;
+    const SEALED_NOT_ENTRY: &'static str = "a sealed message that is not an op";
+    const SEALED: &'static str = "sealed governance message";
+
+    fn log<B: Backend>(driver: &Driver<B>) -> &LogSync<Self> {
+        &driver.namespaces
     }
 
-    /// Asks `peer` for a namespace's heads.
-    pub(super) fn ask_namespace_status(&mut self, peer: PeerId, namespace_id: NamespaceId) {
-        if self.governance.is_none() {
-            return;
-        }
-        self.send_sync_request(
-            peer,
-            SyncRequest::NamespaceStatus { namespace_id },
-            Pending::NamespaceStatus(namespace_id),
-        );
+    fn log_mut<B: Backend>(driver: &mut Driver<B>) -> &mut LogSync<Self> {
+        &mut driver.namespaces
     }
 
-    /// Asks `peer` for the ops this node lacks given its heads, starting a session if none
-    /// runs (and there is room for one).
-    pub(super) fn ask_ops(&mut self, peer: PeerId, namespace_id: NamespaceId) {
-        let Some(governance) = &self.governance else {
-            return;
-        };
-        // A namespace not held here yet has no heads: everything is lacking.
-        let heads = match governance.heads(&namespace_id) {
-            Ok(heads) => heads,
-            Err(e) => {
-                tracing::warn!(%namespace_id, error = %e, "cannot read namespace heads");
-                return;
-            }
-        };
-        if !self.namespaces.catching_up.contains(&(peer, namespace_id)) && !self.session_room() {
-            return;
-        }
-        if self.namespaces.catching_up.insert((peer, namespace_id)) {
-            self.stats.sync_sessions.fetch_add(1, Ordering::Relaxed);
-            self.note_sessions();
-        }
-        let max = self.config.sync_batch.min(MAX_OPS_PER_RESPONSE);
-        self.send_sync_request(peer, SyncRequest::Ops { namespace_id, heads, max }, Pending::Ops(namespace_id));
+    fn topic(id: &NamespaceId) -> gossipsub::IdentTopic {
+        namespace_topic(id)
     }
 
-    /// A peer's namespace heads: in sync, or ahead (catch up its ops).
-    pub(super) fn on_namespace_status(&mut self, peer: PeerId, namespace_id: NamespaceId, response: SyncResponse) {
+    fn counters(stats: &NetStats) -> LogCounters<'_> {
+        LogCounters {
+            rejected: &stats.ops_rejected,
+            sealed_sent: &stats.ops_sealed_sent,
+            sealed_opened: &stats.ops_sealed_opened,
+            sealed_unreadable: &stats.ops_sealed_unreadable,
+            sealed_withheld: &stats.ops_sealed_withheld,
+        }
+    }
+
+    fn in_sync_event(namespace_id: NamespaceId, peer: PeerId) -> NetEvent {
+        NetEvent::NamespaceInSync { namespace_id, peer }
+    }
+
+    fn rejected_event(namespace_id: NamespaceId, peer: PeerId, reason: String) -> NetEvent {
+        NetEvent::OpRejected { namespace_id, peer, reason }
+    }
+
+    /// Without governance attached, namespace topics and requests are not served.
+    fn replicable<B: Backend>(driver: &Driver<B>) -> bool {
+        driver.governance.is_some()
+    }
+
+    fn status_request(namespace_id: NamespaceId) -> (SyncRequest, Pending) {
+        (SyncRequest::NamespaceStatus { namespace_id }, Pending::NamespaceStatus(namespace_id))
+    }
+
+    fn compare<B: NetBackend>(
+        driver: &mut Driver<B>,
+        _: PeerId,
+        namespace_id: NamespaceId,
+        response: SyncResponse,
+    ) -> Option<Verdict> {
         let SyncResponse::NamespaceStatus { mut heads } = response else {
-            return;
+            return None;
         };
-        let Some(governance) = self.governance.clone() else {
-            return;
-        };
-        let Ok(mut ours) = governance.heads(&namespace_id) else {
-            return;
-        };
+        let governance = driver.governance.as_ref()?;
+        let mut ours = governance.heads(&namespace_id).ok()?;
         heads.sort_unstable();
         heads.dedup();
         ours.sort_unstable();
         if heads == ours {
-            if self.namespaces.in_sync.entry(namespace_id).or_default().insert(peer) {
-                self.emit(NetEvent::NamespaceInSync { namespace_id, peer });
-            }
-            return;
+            return Some(Verdict::InSync);
         }
-        self.namespaces.in_sync.entry(namespace_id).or_default().remove(&peer);
         let behind = heads.iter().any(|h| !matches!(governance.op(&namespace_id, h), Ok(Some(_))));
-        if behind && !self.namespaces.catching_up.contains(&(peer, namespace_id)) {
-            self.ask_ops(peer, namespace_id);
+        Some(if behind { Verdict::Behind } else { Verdict::Differs })
+    }
+
+    fn heads<B: NetBackend>(driver: &Driver<B>, namespace_id: &NamespaceId) -> Option<Vec<OpId>> {
+        // A namespace not held here yet has no heads: everything is lacking.
+        match driver.governance.as_ref()?.heads(namespace_id) {
+            Ok(heads) => Some(heads),
+            Err(e) => {
+                tracing::warn!(%namespace_id, error = %e, "cannot read namespace heads");
+                None
+            }
         }
     }
 
-    /// A page of ops: submitted to governance, then the session goes on.
-    pub(super) fn on_ops(&mut self, peer: PeerId, namespace_id: NamespaceId, response: SyncResponse) {
-        let SyncResponse::Ops { ops, more } = response else {
-            self.namespaces.catching_up.remove(&(peer, namespace_id));
-            return;
-        };
+    fn page_request(namespace_id: NamespaceId, heads: Vec<OpId>, max: u32) -> (SyncRequest, Pending) {
+        (SyncRequest::Ops { namespace_id, heads, max }, Pending::Ops(namespace_id))
+    }
+
+    fn page(response: SyncResponse) -> Option<(Vec<SignedOp>, bool)> {
+        match response {
+            SyncResponse::Ops { ops, more } => Some((ops, more)),
+            _ => None,
+        }
+    }
+
+    fn apply_page<B: NetBackend>(
+        driver: &mut Driver<B>,
+        peer: PeerId,
+        namespace_id: NamespaceId,
+        ops: Vec<SignedOp>,
+    ) -> bool {
         let mut logged = Vec::new();
         let mut progressed = false;
         for op in ops {
-            match self.submit_op(namespace_id, op) {
+            match driver.submit_op(namespace_id, op) {
                 Ok((outcome, mut ids)) => {
                     progressed |= outcome != Submitted::Duplicate;
                     logged.append(&mut ids);
                 }
-                Err(Some(reason)) => self.reject_op(namespace_id, peer, reason),
+                Err(Some(reason)) => {
+                    driver.reject::<Namespaces>(namespace_id, peer, reason);
+                }
                 Err(None) => {}
             }
         }
-        self.stats.synced_ops.fetch_add(logged.len() as u64, Ordering::Relaxed);
-        self.ops_logged(namespace_id, logged, false);
-        if more && progressed {
-            self.ask_ops(peer, namespace_id);
-        } else {
-            self.namespaces.catching_up.remove(&(peer, namespace_id));
-            if progressed && self.namespaces.topics.values().any(|n| *n == namespace_id) {
-                self.ask_namespace_status(peer, namespace_id);
+        driver.stats.synced_ops.fetch_add(logged.len() as u64, Ordering::Relaxed);
+        driver.ops_logged(namespace_id, logged, false);
+        progressed
+    }
+
+    /// Only a namespace this node replicates: one caught up for a delta's sake is not.
+    fn confirms<B: Backend>(driver: &Driver<B>, namespace_id: &NamespaceId) -> bool {
+        driver.namespaces.replicates(namespace_id)
+    }
+
+    fn gossip(op: SignedOp) -> Gossip {
+        Gossip::Op(op)
+    }
+
+    fn sealed_gossip(namespace_id: NamespaceId, _: GroupId, sealed: Sealed) -> Gossip {
+        Gossip::NamespaceSealed { namespace_id, sealed }
+    }
+
+    fn from_gossip(namespace_id: &NamespaceId, gossip: Gossip) -> Gossiped<SignedOp> {
+        match gossip {
+            Gossip::Op(op) => Gossiped::Entry(op),
+            Gossip::NamespaceSealed { namespace_id: sealed_for, .. } if sealed_for != *namespace_id => {
+                Gossiped::Refused("an op sealed for another namespace")
             }
+            Gossip::NamespaceSealed { sealed, .. } => Gossiped::Sealed(namespace_id.key_group(), sealed),
+            Gossip::Delta(_) | Gossip::Sealed { .. } => Gossiped::Refused("a context delta on a namespace topic"),
         }
     }
 
-    /// Validates and submits a gossip op on `namespace_id`'s topic: the verdict for gossipsub.
-    pub(super) fn on_op_gossip(
-        &mut self,
+    fn receive<B: NetBackend>(
+        driver: &mut Driver<B>,
         source: PeerId,
         namespace_id: NamespaceId,
-        message: &gossipsub::Message,
+        op: SignedOp,
     ) -> gossipsub::MessageAcceptance {
-        let op = match protocol::decode::<Gossip>(&message.data) {
-            Ok(Gossip::Op(op)) => op,
-            Ok(Gossip::NamespaceSealed { namespace_id: sealed_for, sealed }) => {
-                if sealed_for != namespace_id {
-                    self.reject_op(namespace_id, source, "an op sealed for another namespace".into());
-                    return gossipsub::MessageAcceptance::Reject;
-                }
-                match self.open_namespace::<Gossip>(&namespace_id, SealedKind::Gossip, &sealed) {
-                    Ok(Gossip::Op(op)) => op,
-                    Ok(_) => {
-                        self.reject_op(namespace_id, source, "a sealed message that is not an op".into());
-                        return gossipsub::MessageAcceptance::Reject;
-                    }
-                    Err(Unsealed::NoKey(_)) => {
-                        // Not a participant (any more), or the key is yet to come: ask for it.
-                        self.ask_namespace_key(source, namespace_id, sealed.key_id);
-                        return gossipsub::MessageAcceptance::Ignore;
-                    }
-                    Err(Unsealed::Bad(reason)) => {
-                        self.reject_op(namespace_id, source, reason);
-                        return gossipsub::MessageAcceptance::Reject;
-                    }
-                }
-            }
-            Ok(Gossip::Delta(_) | Gossip::Sealed { .. }) => {
-                self.reject_op(namespace_id, source, "a context delta on a namespace topic".into());
-                return gossipsub::MessageAcceptance::Reject;
-            }
-            Err(e) => {
-                self.reject_op(namespace_id, source, format!("undecodable gossip: {e}"));
-                return gossipsub::MessageAcceptance::Reject;
-            }
-        };
-        match self.submit_op(namespace_id, op) {
+        match driver.submit_op(namespace_id, op) {
             Ok((outcome, logged)) => {
-                self.stats.ops_gossip_accepted.fetch_add(1, Ordering::Relaxed);
-                self.ops_logged(namespace_id, logged, false);
+                driver.stats.ops_gossip_accepted.fetch_add(1, Ordering::Relaxed);
+                driver.ops_logged(namespace_id, logged, false);
                 if matches!(outcome, Submitted::Pending { .. })
-                    && !self.namespaces.catching_up.contains(&(source, namespace_id))
+                    && !driver.namespaces.catching_up.contains(&(source, namespace_id))
                 {
-                    self.ask_ops(source, namespace_id);
+                    driver.ask_page::<Namespaces>(source, namespace_id);
                 }
                 gossipsub::MessageAcceptance::Accept
             }
-            Err(Some(reason)) => {
-                self.reject_op(namespace_id, source, reason);
-                gossipsub::MessageAcceptance::Reject
-            }
+            Err(Some(reason)) => driver.reject::<Namespaces>(namespace_id, source, reason),
             Err(None) => gossipsub::MessageAcceptance::Ignore,
         }
     }
 
+    /// In the clear until the namespace has a key (or while it is not held here), then sealed
+    /// under its current key, or withheld if this node lacks it.
+    fn sealing<B: Backend>(driver: &Driver<B>, namespace_id: &NamespaceId) -> Sealing {
+        let Some(governance) = &driver.governance else { return Sealing::Plain };
+        match governance.current_namespace_key_id(namespace_id) {
+            Ok(Some(key_id)) => match governance.namespace_key(namespace_id, &key_id) {
+                Ok(Some(key)) => Sealing::Key(namespace_id.key_group(), key),
+                _ => Sealing::Withheld,
+            },
+            Ok(None) | Err(_) => Sealing::Plain,
+        }
+    }
+
+    fn sealing_header(kind: SealedKind, namespace_id: &NamespaceId) -> Vec<u8> {
+        namespace_sealing_header(kind, namespace_id)
+    }
+
+    fn opening_key<B: Backend>(
+        governance: &Governance<B>,
+        namespace_id: &NamespaceId,
+        _: GroupId,
+        key_id: KeyId,
+    ) -> Result<Option<GroupKey>, Unsealed> {
+        Ok(governance.namespace_key(namespace_id, &key_id).ok().flatten())
+    }
+
+    fn sealable(response: &SyncResponse) -> bool {
+        matches!(response, SyncResponse::NamespaceStatus { .. } | SyncResponse::Ops { .. })
+    }
+
+    fn seal_response(_: GroupId, sealed: Sealed) -> SyncResponse {
+        SyncResponse::NamespaceSealed { sealed }
+    }
+
+    fn sealed_response<'r>(namespace_id: &NamespaceId, response: &'r SyncResponse) -> Option<(GroupId, &'r Sealed)> {
+        match response {
+            SyncResponse::NamespaceSealed { sealed } => Some((namespace_id.key_group(), sealed)),
+            _ => None,
+        }
+    }
+
+    /// A participant that lacks the key (or has not received it yet) asks the peer for it.
+    fn missing_key<B: NetBackend>(
+        driver: &mut Driver<B>,
+        peer: PeerId,
+        namespace_id: NamespaceId,
+        missing: Option<(GroupId, KeyId)>,
+    ) {
+        if let Some((_, key_id)) = missing {
+            driver.ask_key(peer, KeyScope::Namespace(namespace_id), key_id);
+        }
+    }
+}
+
+impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// Submits a peer's op to governance. `Ok`: its fate and every op logged;
     /// `Err(Some(reason))`: the op is invalid or unauthorized (the peer's fault);
     /// `Err(None)`: it could not be judged now (a full buffer, a store failure).
@@ -248,30 +285,6 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
         self.emit(NetEvent::OpsLogged { namespace_id, op_ids, reopened });
         self.retry_deferred(Some(namespace_id));
-    }
-
-    /// Reports a peer's invalid op or message about a namespace.
-    fn reject_op(&mut self, namespace_id: NamespaceId, peer: PeerId, reason: String) {
-        self.stats.ops_rejected.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(%namespace_id, %peer, %reason, "rejected a peer's governance message");
-        self.emit(NetEvent::OpRejected { namespace_id, peer, reason });
-    }
-
-    /// Gossips an op this node logged, sealed under the namespace's key if it has one; nothing
-    /// if this node lacks that key.
-    pub(super) fn publish_op(&mut self, namespace_id: NamespaceId, op: SignedOp) {
-        match self.namespace_message(&namespace_id, Gossip::Op(op)) {
-            None => {
-                self.stats.ops_sealed_withheld.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%namespace_id, "op not gossiped: this node holds no current key of the namespace");
-            }
-            Some(Err(e)) => tracing::warn!(%namespace_id, error = %e, "op too large to gossip"),
-            Some(Ok(payload)) => {
-                if let Err(e) = self.swarm.behaviour_mut().gossipsub.publish(namespace_topic(&namespace_id), payload) {
-                    tracing::debug!(%namespace_id, error = %e, "op not gossiped");
-                }
-            }
-        }
     }
 
     /// Serves this node's heads of a namespace.

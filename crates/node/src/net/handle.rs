@@ -13,7 +13,9 @@ use weft_primitives::{ContextDagDeltaValue, ContextId, NamespaceId, SecretKey, S
 use weft_store::schema::{ContextLeft, NamespaceGovHead};
 use weft_store::{Backend, Prefix, Read};
 
+use super::contexts::Contexts;
 use super::driver::Driver;
+use super::governance::Namespaces;
 use super::swarm::build_swarm;
 use super::{NetConfig, NetEvent, NetStats, PeerInfo};
 use crate::context::{Authorizer, ContextEngine};
@@ -125,7 +127,7 @@ impl Network {
                 .collect_all()
                 .map_err(|e| NetError::Build(e.to_string()))?;
             for (key, _) in rows {
-                driver.join_namespace(key.namespace_id);
+                driver.join::<Namespaces>(key.namespace_id);
             }
         }
         // A context this node left stays left across restarts.
@@ -140,7 +142,7 @@ impl Network {
             .collect();
         for context_id in driver.engine.contexts().map_err(|e| NetError::Build(e.to_string()))? {
             if !left.contains(&context_id) {
-                driver.join(context_id);
+                driver.join::<Contexts>(context_id);
             }
         }
         tokio::spawn(driver.run(rx));

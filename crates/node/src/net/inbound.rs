@@ -23,8 +23,11 @@ use libp2p::request_response::{self};
 use libp2p::{gossipsub, PeerId};
 use weft_store::Backend;
 
+use super::contexts::Contexts;
 use super::driver::Driver;
 use super::frame_len;
+use super::governance::Namespaces;
+use super::keys::KeyScope;
 use super::protocol::{SyncRequest, SyncResponse, MAX_FRAME};
 
 /// Most bytes of inbound requests and gossip queued per peer (one item is always admitted
@@ -220,12 +223,12 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// joined).
     fn on_gossip(&mut self, source: PeerId, message: &gossipsub::Message) -> gossipsub::MessageAcceptance {
         if let Some(namespace_id) = self.namespaces.topics.get(&message.topic).copied() {
-            return self.on_op_gossip(source, namespace_id, message);
+            return self.on_log_gossip::<Namespaces>(source, namespace_id, message);
         }
         let Some(context_id) = self.contexts.topics.get(&message.topic).copied() else {
             return gossipsub::MessageAcceptance::Ignore;
         };
-        self.on_delta_gossip(source, context_id, message)
+        self.on_log_gossip::<Contexts>(source, context_id, message)
     }
 
     /// Serves a request once opened (see [`Driver::serve`]): each kind by the mechanism it
@@ -234,10 +237,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         match request {
             SyncRequest::Sealed { .. } => SyncResponse::Unknown,
             SyncRequest::NamespaceKey { namespace_id, key_id, requester } => {
-                self.serve_namespace_key(peer, namespace_id, key_id, requester)
+                self.serve_key(peer, KeyScope::Namespace(namespace_id), key_id, requester)
             }
             SyncRequest::GroupKey { group_id, key_id, requester } => {
-                self.serve_group_key(peer, group_id, key_id, requester)
+                self.serve_key(peer, KeyScope::Group(group_id), key_id, requester)
             }
             SyncRequest::RepairWalk { context_id, nodes } => self.serve_repair_walk(&context_id, nodes),
             SyncRequest::Snapshot { context_id, session, cursor } => {

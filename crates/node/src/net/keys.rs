@@ -1,25 +1,30 @@
-//! Key recovery. Each anti-entropy round, for every group whose contexts this node
-//! replicates, of which it is a member, and whose current key it lacks, it asks its peers for
-//! the key (`SyncRequest::GroupKey`, each peer at most once per [`KEY_RETRY`]). A peer answers
-//! with the key sealed to the asker's identity if the asker is a member in its fold, else with
-//! nothing ([`Governance::key_for_member`](crate::governance::Governance::key_for_member)); the
-//! asker stores a key that opens and matches its id. A member also asks for the keys of its
-//! groups' sealed private ops it cannot open yet, older ones included, and each round a
-//! participant lacking the namespace's current key asks for it (`SyncRequest::NamespaceKey`,
-//! served to participants only). A node that meets a sealed message under a key it lacks asks
-//! the sender too. Counted in [`NetStats`](super::NetStats) (`keys_*`, `namespace_keys_*`).
+//! Key recovery, for both scopes of key ([`KeyScope`]): a group's keys, which seal its contexts
+//! and private ops, and a namespace's, which seal its governance traffic. Each anti-entropy
+//! round, for every group whose contexts this node replicates, of which it is a member, and
+//! whose current key it lacks, it asks its peers for the key (`SyncRequest::GroupKey`, each
+//! peer at most once per [`KEY_RETRY`]); a member also asks for the keys of its groups' sealed
+//! private ops it cannot open yet, older ones included, and a participant lacking its
+//! namespace's current key asks for it (`SyncRequest::NamespaceKey`). A node that meets a
+//! sealed message under a key it lacks asks the sender too. A peer answers with the key
+//! sealed to the asker's identity if the asker is entitled in its fold (a member of the group,
+//! a participant of the namespace), else with nothing; the asker stores a key that opens and
+//! matches its id. Counted in [`NetStats`](super::NetStats) (`keys_*`, `namespace_keys_*`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::Ordering;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use libp2p::PeerId;
-use weft_primitives::{ContextId, GroupId, KeyId, NamespaceId, PublicKey};
+use weft_primitives::{ContextId, GroupId, KeyEnvelope, KeyId, NamespaceId, PublicKey, SecretKey};
 use weft_store::Backend;
 
+use super::contexts::Contexts;
 use super::driver::{Driver, Pending};
+use super::governance::Namespaces;
 use super::protocol::{SyncRequest, SyncResponse};
-use crate::governance::KeyAnswer;
+use super::NetStats;
+use crate::governance::{Governance, GovernanceError, KeyAnswer};
 
 /// How long before a group key asked of a peer (and not received) is asked of it again.
 pub const KEY_RETRY: Duration = Duration::from_secs(5);
@@ -27,9 +32,106 @@ pub const KEY_RETRY: Duration = Duration::from_secs(5);
 /// The keys asked of peers.
 #[derive(Default)]
 pub(super) struct KeyRequests {
-    /// Group keys (and namespace keys, by their key group) asked of a peer, and when (asked
-    /// again after [`KEY_RETRY`]).
+    /// Keys asked of a peer, by key group (a namespace's is [`NamespaceId::key_group`]), and
+    /// when (asked again after [`KEY_RETRY`]).
     pub(super) asked: HashMap<(PeerId, GroupId, KeyId), Instant>,
+}
+
+/// Whose key: a group's, or a namespace's.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum KeyScope {
+    /// A group's key.
+    Group(GroupId),
+    /// A namespace's key.
+    Namespace(NamespaceId),
+}
+
+/// The counters a scope of key moves in [`NetStats`].
+struct KeyCounters<'a> {
+    requested: &'a AtomicU64,
+    received: &'a AtomicU64,
+    served: &'a AtomicU64,
+}
+
+impl KeyScope {
+    /// The group a key of this scope is sealed to and counted under.
+    pub(super) fn key_group(self) -> GroupId {
+        match self {
+            KeyScope::Group(group_id) => group_id,
+            KeyScope::Namespace(namespace_id) => namespace_id.key_group(),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            KeyScope::Group(_) => "group",
+            KeyScope::Namespace(_) => "namespace",
+        }
+    }
+
+    /// This node's identity in the scope's namespace.
+    fn identity<B: Backend>(self, governance: &Governance<B>) -> Result<SecretKey, GovernanceError> {
+        match self {
+            KeyScope::Group(group_id) => governance.identity(&governance.namespace_of(&group_id)?),
+            KeyScope::Namespace(namespace_id) => governance.identity(&namespace_id),
+        }
+    }
+
+    /// The request for key `key_id`, sealed to `requester`, and what it is pending as.
+    fn request(self, key_id: KeyId, requester: PublicKey) -> (SyncRequest, Pending) {
+        let request = match self {
+            KeyScope::Group(group_id) => SyncRequest::GroupKey { group_id, key_id, requester },
+            KeyScope::Namespace(namespace_id) => SyncRequest::NamespaceKey { namespace_id, key_id, requester },
+        };
+        (request, Pending::Key(self, key_id))
+    }
+
+    fn counters(self, stats: &NetStats) -> KeyCounters<'_> {
+        match self {
+            KeyScope::Group(_) => KeyCounters {
+                requested: &stats.keys_requested,
+                received: &stats.keys_received,
+                served: &stats.keys_served,
+            },
+            KeyScope::Namespace(_) => KeyCounters {
+                requested: &stats.namespace_keys_requested,
+                received: &stats.namespace_keys_received,
+                served: &stats.namespace_keys_served,
+            },
+        }
+    }
+
+    /// Stores a key a peer sent on request, if it is addressed to this node and checks out.
+    fn accept<B: Backend>(self, governance: &Governance<B>, envelope: &KeyEnvelope) -> Result<KeyId, GovernanceError> {
+        match self {
+            KeyScope::Group(group_id) => governance.accept_key_envelope(&group_id, envelope),
+            KeyScope::Namespace(namespace_id) => governance.accept_namespace_key_envelope(&namespace_id, envelope),
+        }
+    }
+
+    /// The answer to `requester` asking for key `key_id`: sealed to it if it is entitled.
+    fn answer<B: Backend>(
+        self,
+        governance: &Governance<B>,
+        key_id: &KeyId,
+        requester: &PublicKey,
+    ) -> Result<KeyAnswer, GovernanceError> {
+        match self {
+            KeyScope::Group(group_id) => governance.key_for_member(&group_id, key_id, requester),
+            KeyScope::Namespace(namespace_id) => {
+                governance.namespace_key_for_participant(&namespace_id, key_id, requester)
+            }
+        }
+    }
+}
+
+impl fmt::Display for KeyScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyScope::Group(group_id) => write!(f, "group {group_id}"),
+            KeyScope::Namespace(namespace_id) => write!(f, "namespace {namespace_id}"),
+        }
+    }
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -39,14 +141,14 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let (Some(governance), Some((group_id, key_id))) = (&self.governance, missing) else { return };
         if let Ok(namespace_id) = governance.namespace_of(&group_id) {
             if !self.namespaces.catching_up.contains(&(peer, namespace_id)) {
-                self.ask_namespace_status(peer, namespace_id);
+                self.ask_status::<Namespaces>(peer, namespace_id);
             }
         }
-        self.ask_group_key(peer, group_id, key_id);
+        self.ask_key(peer, KeyScope::Group(group_id), key_id);
     }
 
-    /// Whether to ask now for a key (`(peer, group or namespace key group, key id)`): not
-    /// asked within [`KEY_RETRY`]. Records the ask.
+    /// Whether to ask now for a key (`(peer, key group, key id)`): not asked within
+    /// [`KEY_RETRY`]. Records the ask.
     fn first_ask(&mut self, asked: (PeerId, GroupId, KeyId)) -> bool {
         let now = Instant::now();
         self.keys.asked.retain(|_, at| now.duration_since(*at) < KEY_RETRY);
@@ -57,31 +159,34 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         true
     }
 
-    /// Asks `peer` for key `key_id` of `group_id`, sealed to this node's identity in the
-    /// group's namespace — unless this node holds no identity there or already asked `peer`
-    /// within [`KEY_RETRY`]. The peer answers only if this identity is a member.
-    pub(super) fn ask_group_key(&mut self, peer: PeerId, group_id: GroupId, key_id: KeyId) {
+    /// Asks `peer` for key `key_id` of `scope`, sealed to this node's identity in the scope's
+    /// namespace — unless this node holds no identity there or already asked `peer` within
+    /// [`KEY_RETRY`]. The peer answers only if this identity is entitled to it.
+    pub(super) fn ask_key(&mut self, peer: PeerId, scope: KeyScope, key_id: KeyId) {
         let Some(governance) = &self.governance else { return };
-        let Ok(namespace_id) = governance.namespace_of(&group_id) else { return };
-        let Ok(identity) = governance.identity(&namespace_id) else { return };
-        if !self.first_ask((peer, group_id, key_id)) {
+        let Ok(identity) = scope.identity(governance) else { return };
+        if !self.first_ask((peer, scope.key_group(), key_id)) {
             return;
         }
-        self.stats.keys_requested.fetch_add(1, Ordering::Relaxed);
-        let request = SyncRequest::GroupKey { group_id, key_id, requester: identity.public_key() };
-        self.send_sync_request(peer, request, Pending::GroupKey(group_id, key_id));
+        scope.counters(&self.stats).requested.fetch_add(1, Ordering::Relaxed);
+        let (request, pending) = scope.request(key_id, identity.public_key());
+        self.send_sync_request(peer, request, pending);
     }
 
-    /// A peer's answer to [`Driver::ask_group_key`]: a key sealed to this node is stored, and
-    /// the group's contexts are checked with the peer at once (they may have been withheld).
-    pub(super) fn on_group_key(&mut self, peer: PeerId, group_id: GroupId, key_id: KeyId, response: SyncResponse) {
+    /// A peer's answer to [`Driver::ask_key`]: a key sealed to this node is stored, and what
+    /// it seals is checked with the peer at once (it may have been withheld).
+    pub(super) fn on_key(&mut self, peer: PeerId, scope: KeyScope, key_id: KeyId, response: SyncResponse) {
         let Some(governance) = self.governance.clone() else { return };
-        let Some(envelope) = key_answer(peer, key_id, response, &group_id) else { return };
-        match governance.accept_key_envelope(&group_id, &envelope) {
-            Ok(_) => {
-                self.stats.keys_received.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(%peer, %group_id, %key_id, "received a group key on request");
-                self.keys.asked.retain(|(_, g, k), _| (*g, *k) != (group_id, key_id));
+        let Some(envelope) = key_answer(peer, key_id, response, &scope) else { return };
+        if let Err(e) = scope.accept(&governance, &envelope) {
+            tracing::info!(%peer, %scope, error = %e, "refused a key a peer sent");
+            return;
+        }
+        scope.counters(&self.stats).received.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%peer, %scope, %key_id, "received a {} key on request", scope.name());
+        self.keys.asked.retain(|(_, g, k), _| (*g, *k) != (scope.key_group(), key_id));
+        match scope {
+            KeyScope::Group(group_id) => {
                 // The key may open sealed private ops: fold again, tell subscribers what became
                 // readable (an upgrade, say), and judge the deltas held back meanwhile.
                 if let Ok(namespace_id) = governance.namespace_of(&group_id) {
@@ -91,24 +196,29 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                         Err(e) => tracing::warn!(%namespace_id, error = %e, "cannot open the ops sealed under a key"),
                     }
                 }
-                let contexts: Vec<ContextId> = self.contexts.topics.values().copied().collect();
+                let contexts: Vec<ContextId> = self.contexts.ids();
                 for context_id in contexts {
                     if matches!(governance.group_of_context(&context_id), Ok(Some(g)) if g == group_id)
                         && !self.contexts.catching_up.contains(&(peer, context_id))
                     {
-                        self.ask_status(peer, context_id);
+                        self.ask_status::<Contexts>(peer, context_id);
                     }
                 }
             }
-            Err(e) => tracing::info!(%peer, %group_id, error = %e, "refused a key a peer sent"),
+            KeyScope::Namespace(namespace_id) => {
+                if !self.namespaces.catching_up.contains(&(peer, namespace_id)) {
+                    self.ask_status::<Namespaces>(peer, namespace_id);
+                }
+            }
         }
     }
 
     /// Asks connected peers for the current key of every group whose contexts this node
     /// replicates and of which its identity is a member, but whose current key it lacks (a
-    /// member added after the last rotation, or one whose envelope never reached it). A
-    /// node that is no member asks only when a sealed message reaches it
-    /// ([`Driver::catch_up_keys`]), so it does not ask every peer every round.
+    /// member added after the last rotation, or one whose envelope never reached it); for the
+    /// keys of its groups' sealed private ops it cannot open yet; and, as a participant, for
+    /// its namespaces' current keys it lacks. A node that is no member asks only when a sealed
+    /// message reaches it ([`Driver::catch_up_keys`]), so it does not ask every peer every round.
     pub(super) fn recover_keys(&mut self, connected: &HashSet<PeerId>) {
         let Some(governance) = self.governance.clone() else { return };
         let groups: BTreeSet<GroupId> =
@@ -129,9 +239,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             }
         }
         // Keys of sealed private ops this node, a member, cannot open yet (older keys too).
-        let namespaces: Vec<NamespaceId> = self.namespaces.topics.values().copied().collect();
-        let mut namespace_keys: Vec<(NamespaceId, KeyId)> = Vec::new();
-        for namespace_id in namespaces {
+        let mut namespace_keys: Vec<(KeyScope, KeyId)> = Vec::new();
+        for namespace_id in self.namespaces.ids() {
             if let Ok(held) = governance.held_keys(&namespace_id) {
                 wanted.extend(held);
             }
@@ -140,122 +249,43 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             let Ok(identity) = governance.identity(&namespace_id) else { continue };
             let participant = governance.state(&namespace_id).is_ok_and(|s| s.is_participant(&identity.public_key()));
             if participant && matches!(governance.namespace_key(&namespace_id, &key_id), Ok(None)) {
-                namespace_keys.push((namespace_id, key_id));
+                namespace_keys.push((KeyScope::Namespace(namespace_id), key_id));
             }
         }
         wanted.sort_unstable();
         wanted.dedup();
-        for (group_id, key_id) in wanted {
+        let group_keys = wanted.into_iter().map(|(group_id, key_id)| (KeyScope::Group(group_id), key_id));
+        for (scope, key_id) in group_keys.chain(namespace_keys) {
             for peer in connected {
-                self.ask_group_key(*peer, group_id, key_id);
-            }
-        }
-        for (namespace_id, key_id) in namespace_keys {
-            for peer in connected {
-                self.ask_namespace_key(*peer, namespace_id, key_id);
+                self.ask_key(*peer, scope, key_id);
             }
         }
     }
 
-    /// Asks `peer` for namespace key `key_id`, sealed to this node's identity in the namespace
-    /// — unless it holds no identity there or asked `peer` within [`KEY_RETRY`]. The peer
-    /// answers only if that identity is a participant in its fold.
-    pub(super) fn ask_namespace_key(&mut self, peer: PeerId, namespace_id: NamespaceId, key_id: KeyId) {
-        let Some(governance) = &self.governance else { return };
-        let Ok(identity) = governance.identity(&namespace_id) else { return };
-        if !self.first_ask((peer, namespace_id.key_group(), key_id)) {
-            return;
-        }
-        self.stats.namespace_keys_requested.fetch_add(1, Ordering::Relaxed);
-        let request = SyncRequest::NamespaceKey { namespace_id, key_id, requester: identity.public_key() };
-        self.send_sync_request(peer, request, Pending::NamespaceKey(namespace_id, key_id));
-    }
-
-    /// A peer's answer to [`Driver::ask_namespace_key`]: a key sealed to this node is stored,
-    /// and the namespace's heads are compared with the peer at once.
-    pub(super) fn on_namespace_key(
-        &mut self,
-        peer: PeerId,
-        namespace_id: NamespaceId,
-        key_id: KeyId,
-        response: SyncResponse,
-    ) {
-        let Some(governance) = self.governance.clone() else { return };
-        let Some(envelope) = key_answer(peer, key_id, response, &namespace_id) else { return };
-        match governance.accept_namespace_key_envelope(&namespace_id, &envelope) {
-            Ok(_) => {
-                self.stats.namespace_keys_received.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(%peer, %namespace_id, %key_id, "received a namespace key on request");
-                self.keys.asked.retain(|(_, g, k), _| (*g, *k) != (namespace_id.key_group(), key_id));
-                if !self.namespaces.catching_up.contains(&(peer, namespace_id)) {
-                    self.ask_namespace_status(peer, namespace_id);
-                }
-            }
-            Err(e) => tracing::info!(%peer, %namespace_id, error = %e, "refused a namespace key a peer sent"),
-        }
-    }
-
-    /// Serves a request for one of a group's keys: sealed to the requester if it is a member
+    /// Serves a request for one of `scope`'s keys: sealed to the requester if it is entitled
     /// here, else nothing (one answer for every refusal).
-    pub(super) fn serve_group_key(
-        &self,
-        peer: PeerId,
-        group_id: GroupId,
-        key_id: KeyId,
-        requester: PublicKey,
-    ) -> SyncResponse {
+    pub(super) fn serve_key(&self, peer: PeerId, scope: KeyScope, key_id: KeyId, requester: PublicKey) -> SyncResponse {
         let answer = match &self.governance {
-            Some(governance) => governance.key_for_member(&group_id, &key_id, &requester),
+            Some(governance) => scope.answer(governance, &key_id, &requester),
             None => Ok(KeyAnswer::Nothing),
         };
         match answer {
             Ok(KeyAnswer::Envelope(envelope)) => {
-                self.stats.keys_served.fetch_add(1, Ordering::Relaxed);
+                scope.counters(&self.stats).served.fetch_add(1, Ordering::Relaxed);
                 SyncResponse::GroupKey { envelope: Some(*envelope) }
             }
             Ok(KeyAnswer::Nothing) => SyncResponse::GroupKey { envelope: None },
             Err(e) => {
-                tracing::warn!(%peer, %group_id, error = %e, "cannot answer a key request");
-                SyncResponse::GroupKey { envelope: None }
-            }
-        }
-    }
-
-    /// Serves a request for one of a namespace's keys: sealed to the requester if it is a
-    /// participant here, else nothing.
-    pub(super) fn serve_namespace_key(
-        &self,
-        peer: PeerId,
-        namespace_id: NamespaceId,
-        key_id: KeyId,
-        requester: PublicKey,
-    ) -> SyncResponse {
-        let answer = match &self.governance {
-            Some(governance) => governance.namespace_key_for_participant(&namespace_id, &key_id, &requester),
-            None => Ok(KeyAnswer::Nothing),
-        };
-        match answer {
-            Ok(KeyAnswer::Envelope(envelope)) => {
-                self.stats.namespace_keys_served.fetch_add(1, Ordering::Relaxed);
-                SyncResponse::GroupKey { envelope: Some(*envelope) }
-            }
-            Ok(KeyAnswer::Nothing) => SyncResponse::GroupKey { envelope: None },
-            Err(e) => {
-                tracing::warn!(%peer, %namespace_id, error = %e, "cannot answer a namespace key request");
+                tracing::warn!(%peer, %scope, error = %e, "cannot answer a key request");
                 SyncResponse::GroupKey { envelope: None }
             }
         }
     }
 }
 
-/// The key a peer sent in answer to a request for `key_id` (of the group or namespace
-/// `scope`), if it sent it; nothing otherwise (logged: no key, or not a key answer).
-fn key_answer(
-    peer: PeerId,
-    key_id: KeyId,
-    response: SyncResponse,
-    scope: &dyn std::fmt::Display,
-) -> Option<weft_primitives::KeyEnvelope> {
+/// The key a peer sent in answer to a request for `key_id` (of `scope`), if it sent it;
+/// nothing otherwise (logged: no key, or not a key answer).
+fn key_answer(peer: PeerId, key_id: KeyId, response: SyncResponse, scope: &KeyScope) -> Option<KeyEnvelope> {
     match response {
         SyncResponse::GroupKey { envelope: Some(envelope) } if envelope.key_id == key_id => Some(envelope),
         SyncResponse::GroupKey { .. } | SyncResponse::Busy | SyncResponse::Unknown => {
@@ -263,7 +293,7 @@ fn key_answer(
             None
         }
         _ => {
-            tracing::info!(%peer, %scope, "refused an answer to a key request: not a key");
+            tracing::info!(%peer, %scope, "refused an answer to a key request");
             None
         }
     }

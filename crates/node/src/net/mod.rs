@@ -1,15 +1,18 @@
 //! Peers: the libp2p swarm, the sync of contexts' deltas and namespaces' ops, snapshots,
 //! repair and sealed traffic. One task (`driver.rs`) drives the swarm (`swarm.rs`); the rest of
 //! the node talks to it through a [`Network`] handle (`handle.rs`), which sends it commands and
-//! hears [`NetEvent`]s back. Each mechanism lives in a file of its own, holding its part of the
-//! driver's state: per-peer inbound queues and rate limits (`inbound.rs`), contexts' propagation
-//! and catch-up (`catch_up.rs`), governance ops (`governance.rs`), deltas waiting for the ops they
-//! cite (`deferred.rs`), fresh joins by snapshot (`snapshot.rs`), Merkle repair (`repair.rs`),
-//! sealed traffic (`sealing.rs`) and key recovery (`keys.rs`); the wire is [`protocol`]. What an
-//! operator sees of it, and the settings that tune it, are in `docs/sync.md`.
+//! hears [`NetEvent`]s back. Contexts and namespaces are two kinds of one signed causal log,
+//! kept in sync by code written once over the kind (`log.rs`: topics and gossip; `catch_up.rs`;
+//! `sealing.rs`; `keys.rs`, key recovery) and instantiated twice (`contexts.rs`,
+//! `governance.rs`). Each other mechanism lives in a file of its own, holding its part of the
+//! driver's state: per-peer inbound queues and rate limits (`inbound.rs`), deltas waiting for
+//! the ops they cite (`deferred.rs`), fresh joins by snapshot (`snapshot.rs`) and Merkle repair
+//! (`repair.rs`); the wire is [`protocol`]. What an operator sees of it, and the settings that
+//! tune it, are in `docs/sync.md`.
 
 mod catch_up;
 mod config;
+mod contexts;
 mod deferred;
 mod driver;
 mod events;
@@ -17,6 +20,7 @@ mod governance;
 mod handle;
 mod inbound;
 mod keys;
+mod log;
 pub mod protocol;
 mod repair;
 mod sealing;

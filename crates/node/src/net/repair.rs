@@ -18,6 +18,7 @@ use libp2p::PeerId;
 use weft_primitives::ContextId;
 use weft_store::Backend;
 
+use super::contexts::Contexts;
 use super::driver::{Driver, Pending};
 use super::protocol::{SyncRequest, SyncResponse, MAX_REPAIR_KEYS, MAX_WALK_ITEMS, REPAIR_BUDGET};
 use super::{frame_len, NetEvent};
@@ -242,7 +243,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             bytes: repair.bytes,
         });
         if self.swarm.is_connected(&peer) {
-            self.ask_status(peer, context_id);
+            self.ask_status::<Contexts>(peer, context_id);
         }
     }
 

@@ -22,6 +22,7 @@ use libp2p::PeerId;
 use weft_primitives::ContextId;
 use weft_store::Backend;
 
+use super::contexts::Contexts;
 use super::driver::{Driver, Pending};
 use super::protocol::{SyncRequest, SyncResponse, MAX_FRAME, MAX_SNAPSHOT_ITEMS, REPAIR_BUDGET};
 use super::{frame_len, NetEvent};
@@ -247,7 +248,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 }
                 // Then the deltas since, from the same peer (and the others on their status).
                 self.contexts.catching_up.remove(&(peer, context_id));
-                self.ask_deltas(peer, context_id);
+                self.ask_page::<Contexts>(peer, context_id);
             }
             Err(e) => self.snapshot_failed(peer, context_id, e.to_string()),
         }
@@ -261,6 +262,6 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.stats.snapshots_failed.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(%context_id, %peer, %reason, "snapshot abandoned; catching up by deltas");
         self.emit(NetEvent::SnapshotFailed { context_id, peer, reason });
-        self.ask_deltas(peer, context_id);
+        self.ask_page::<Contexts>(peer, context_id);
     }
 }
