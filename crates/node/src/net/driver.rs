@@ -34,7 +34,7 @@ use super::governance::Namespaces;
 use super::handle::{Command, LISTEN_WAIT};
 use super::inbound::{Inbound, Work, EVENTS_PER_ROUND};
 use super::keys::{KeyRequests, KeyScope};
-use super::log::LogSync;
+use super::log::{LogKind, LogSync};
 use super::protocol::{SyncRequest, SyncResponse};
 use super::repair::Repairs;
 use super::snapshot::Snapshots;
@@ -410,37 +410,30 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             self.stats.busy_received.fetch_add(1, Relaxed);
         }
         match self.pending.remove(&request_id) {
-            Some(Pending::Status(context_id)) => {
-                let response = self.unseal_response::<Contexts>(peer, context_id, response);
-                self.on_status::<Contexts>(peer, context_id, response)
+            Some(Pending::Status(id)) => self.answered::<Contexts>(peer, id, response, Self::on_status::<Contexts>),
+            Some(Pending::Deltas(id)) => self.answered::<Contexts>(peer, id, response, Self::on_page::<Contexts>),
+            Some(Pending::NamespaceStatus(id)) => {
+                self.answered::<Namespaces>(peer, id, response, Self::on_status::<Namespaces>)
             }
-            Some(Pending::Deltas(context_id)) => {
-                let response = self.unseal_response::<Contexts>(peer, context_id, response);
-                self.on_page::<Contexts>(peer, context_id, response)
-            }
-            Some(Pending::NamespaceStatus(namespace_id)) => {
-                let response = self.unseal_response::<Namespaces>(peer, namespace_id, response);
-                self.on_status::<Namespaces>(peer, namespace_id, response)
-            }
-            Some(Pending::Ops(namespace_id)) => {
-                let response = self.unseal_response::<Namespaces>(peer, namespace_id, response);
-                self.on_page::<Namespaces>(peer, namespace_id, response)
-            }
-            Some(Pending::RepairWalk(context_id)) => {
-                let response = self.unseal_response::<Contexts>(peer, context_id, response);
-                self.on_repair_walk(peer, context_id, response)
-            }
-            Some(Pending::RepairEntries(context_id)) => {
-                let response = self.unseal_response::<Contexts>(peer, context_id, response);
-                self.on_repair_entries(peer, context_id, response)
-            }
-            Some(Pending::Snapshot(context_id)) => {
-                let response = self.unseal_response::<Contexts>(peer, context_id, response);
-                self.on_snapshot(peer, context_id, response)
-            }
+            Some(Pending::Ops(id)) => self.answered::<Namespaces>(peer, id, response, Self::on_page::<Namespaces>),
+            Some(Pending::RepairWalk(id)) => self.answered::<Contexts>(peer, id, response, Self::on_repair_walk),
+            Some(Pending::RepairEntries(id)) => self.answered::<Contexts>(peer, id, response, Self::on_repair_entries),
+            Some(Pending::Snapshot(id)) => self.answered::<Contexts>(peer, id, response, Self::on_snapshot),
             Some(Pending::Key(scope, key_id)) => self.on_key(peer, scope, key_id, response),
             None => {}
         }
+    }
+
+    /// Hands `then` the answer to a request about log `id`, opened first if sealed.
+    fn answered<K: LogKind>(
+        &mut self,
+        peer: PeerId,
+        id: K::Id,
+        response: SyncResponse,
+        then: fn(&mut Self, PeerId, K::Id, SyncResponse),
+    ) {
+        let response = self.unseal_response::<K>(peer, id, response);
+        then(self, peer, id, response);
     }
 
     /// A request that got no answer (timed out, connection lost, refused): ends the session
