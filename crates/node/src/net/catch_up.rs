@@ -4,7 +4,7 @@
 //! (a context with equal heads and another root is a divergence, repaired instead; a context
 //! held empty here may be joined by snapshot instead). Behind, the node asks for the entries
 //! it lacks given its own heads; the peer answers with them in topological order, in pages of
-//! up to `sync_batch`, and the asker keeps asking while the answer says `more` — for contexts
+//! up to `catch_up_batch`, and the asker keeps asking while the answer says `more` — for contexts
 //! asking for the next page before applying the one it got, so serving and applying overlap.
 //! An entry gossiped whose parents are missing starts the same request at once. One session
 //! runs per (peer, log), at most `max_sessions` in all (more wait for a later tick, counted in
@@ -74,7 +74,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             self.stats.sync_sessions.fetch_add(1, Ordering::Relaxed);
             self.note_sessions();
         }
-        let (request, pending) = K::page_request(id, heads, self.config.sync_batch.min(K::MAX_PAGE));
+        let (request, pending) = K::page_request(id, heads, self.config.catch_up_batch.min(K::MAX_PAGE));
         self.send_sync_request(peer, request, pending);
     }
 

@@ -36,7 +36,7 @@ pub use inbound::{EVENTS_PER_ROUND, MAX_PEER_QUEUE_BYTES};
 pub use keys::KEY_RETRY;
 pub use repair::{MAX_REPAIR_ROUNDS, MAX_REPAIR_SESSIONS};
 pub use snapshot::{MAX_SNAPSHOT_SERVING, SNAPSHOT_IDLE};
-pub use stats::NetStats;
+pub use stats::{Export, MetricKind, NetStats};
 
 /// The bytes `msg` takes on a sync stream: its Borsh encoding and the 4-byte length prefix.
 fn frame_len<T: borsh::BorshSerialize>(msg: &T) -> u64 {
