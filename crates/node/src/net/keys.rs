@@ -8,7 +8,7 @@
 //! sealed message under a key it lacks asks the sender too. A peer answers with the key
 //! sealed to the asker's identity if the asker is entitled in its fold (a member of the group,
 //! a participant of the namespace), else with nothing; the asker stores a key that opens and
-//! matches its id. Counted in [`NetStats`](super::NetStats) (`keys_*`, `namespace_keys_*`).
+//! matches its id. Counted in [`NetStats`] (`keys_*`, `namespace_keys_*`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
