@@ -2,7 +2,7 @@
 //!
 //! Applying a delta changes its keys' trie leaves and the branches above them. Those node
 //! changes are **not** written in the delta's batch: they stay in the engine's memory as the
-//! context's dirty nodes ([`super::super::trie_memory`]), and every read of the trie goes
+//! context's dirty nodes ([`crate::trie::memory`]), and every read of the trie goes
 //! through them. Everything else a delta changes — its Delta and DAG rows, the state and
 //! version rows, the heads, the root in `ContextMeta` and the counters — is still written in
 //! the delta's own atomic batch, together with one small row, its entry in the context's
@@ -49,9 +49,8 @@ use weft_primitives::{Action, ContextId, ContextMetaValue, ContextStatusValue, H
 use weft_store::schema::{Column, ContextDagDelta, ContextMeta, ContextState, ContextStatus, MerkleNode, TrieJournal};
 use weft_store::{Backend, PrefixBy, RawTail, Read, StoreError, WriteBatch};
 
-use super::super::trie_memory::{self, StoredRows, TrieView};
-use super::{lock, stage_trie, ContextEngine, EngineError};
-use crate::context::merkle::{self, Change, NibblePath, TrieRow};
+use super::{lock, ContextEngine, EngineError};
+use crate::trie::{self, stage_trie, Change, NibblePath, StoredRows, TrieRow, TrieView};
 
 /// The engine's trie memory and checkpoints ([`ContextEngine::trie_stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -221,7 +220,7 @@ impl<B: Backend> ContextEngine<B> {
     /// first if need be). Call under the apply lock.
     pub(crate) fn trie_view(&self, context_id: &ContextId) -> Result<TrieView<'_, B>, EngineError> {
         self.ensure_recovered(context_id)?;
-        Ok(trie_memory::trie_view(&self.store, *context_id, &self.trie))
+        Ok(trie::memory::trie_view(&self.store, *context_id, &self.trie))
     }
 
     /// Replays the trie journal of a context over its stored trie (or, if that does not
@@ -279,8 +278,8 @@ impl<B: Backend> ContextEngine<B> {
             // A corrupt stored trie counts as a mismatch (rebuilt below), not as a failure.
             match lock(&self.trie).update(&stored, changes) {
                 Ok(root) => root == meta.root_hash,
-                Err(trie_memory::TrieUpdateError::Store(e)) => return Err(e.into()),
-                Err(trie_memory::TrieUpdateError::Corrupt(_)) => false,
+                Err(trie::TrieUpdateError::Store(e)) => return Err(e.into()),
+                Err(trie::TrieUpdateError::Corrupt(_)) => false,
             }
         };
         if !replayed {
@@ -310,9 +309,9 @@ impl<B: Backend> ContextEngine<B> {
 
     /// The trie of a context's state rows, built from scratch. Refuses if its root is not
     /// `meta`'s.
-    fn rebuild_trie(&self, context_id: &ContextId, meta: &ContextMetaValue) -> Result<merkle::MemoryTrie, EngineError> {
+    fn rebuild_trie(&self, context_id: &ContextId, meta: &ContextMetaValue) -> Result<trie::MemoryTrie, EngineError> {
         let entries = self.entries(context_id)?;
-        let (scratch, root) = merkle::build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+        let (scratch, root) = trie::build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
         if root != meta.root_hash {
             return Err(EngineError::Inconsistent(format!(
                 "context {context_id}: its state's root {root} is not the stored root {}",
@@ -481,7 +480,7 @@ impl<B: Backend> ContextEngine<B> {
 
     /// Replaces a context's trie memory by `rows` (a trie built from scratch), as dirty
     /// nodes to be written by [`ContextEngine::write_checkpointed`].
-    pub(crate) fn replace_trie(&self, context_id: &ContextId, rows: merkle::MemoryTrie) {
+    pub(crate) fn replace_trie(&self, context_id: &ContextId, rows: trie::MemoryTrie) {
         let mut memory = lock(&self.trie);
         memory.forget(context_id);
         memory.absorb(context_id, rows.0.into_iter().map(|(path, row)| (path, Some(row))));
@@ -497,7 +496,7 @@ impl<B: Backend> ContextEngine<B> {
         self.checkpoint_locked(context_id)?;
         let entries = self.entries(context_id)?;
         let (mut scratch, recomputed_root) =
-            merkle::build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+            trie::build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
         let stored = self.store.scan(MerkleNode::prefix(context_id)).collect_all()?;
         let stored_nodes = stored.len();
         let mut mismatched_nodes = 0;

@@ -33,13 +33,12 @@ use weft_primitives::{
 };
 use weft_store::schema::{
     Column, ContextDagDelta, ContextMeta, ContextPrivateState, ContextState, ContextStatus, DagNode, DivergenceRecord,
-    MerkleNode, PendingByParent, StateVersion, TrieJournal,
+    PendingByParent, StateVersion, TrieJournal,
 };
 use weft_store::{Backend, PrefixBy, RawTail, Read, Store, StoreError, WriteBatch};
 
 use super::delta::{check_shape, check_signature, check_signatures, sign_delta, DeltaLimits, InvalidDelta};
-use super::merkle::{self, Change, NibblePath, TrieRow};
-use super::trie_memory::{FastMap, TrieMemory};
+use crate::trie::{self, Change, FastMap, TrieMemory};
 
 // Merkle repair lives in its own file, as a child of this module (it needs the engine's
 // apply lock, trie cache and helpers).
@@ -112,11 +111,11 @@ pub enum EngineError {
     Snapshot(#[from] SnapshotError),
 }
 
-impl From<super::trie_memory::TrieUpdateError> for EngineError {
-    fn from(e: super::trie_memory::TrieUpdateError) -> Self {
+impl From<trie::TrieUpdateError> for EngineError {
+    fn from(e: trie::TrieUpdateError) -> Self {
         match e {
-            super::trie_memory::TrieUpdateError::Store(e) => EngineError::Store(e),
-            super::trie_memory::TrieUpdateError::Corrupt(c) => EngineError::Inconsistent(c.to_string()),
+            trie::TrieUpdateError::Store(e) => EngineError::Store(e),
+            trie::TrieUpdateError::Corrupt(c) => EngineError::Inconsistent(c.to_string()),
         }
     }
 }
@@ -229,28 +228,6 @@ pub struct ContextEngine<B: Backend> {
     checkpoints: std::sync::atomic::AtomicU64,
     /// Tries rebuilt from the state at recovery (for metrics).
     trie_rebuilds: std::sync::atomic::AtomicU64,
-}
-
-/// Records trie row writes (path → row, `None`: removed) in `batch`.
-///
-/// The rows are staged in key (path) order: RocksDB's memtable inserts a key that follows
-/// the previous one next to it instead of searching its skip list from the top. In hash
-/// map order a checkpoint's write (hundreds of thousands of rows) took about twice as long
-/// (see BENCHMARKS.md).
-pub fn stage_trie<'w, B: Backend>(
-    context_id: &ContextId,
-    writes: impl IntoIterator<Item = (&'w NibblePath, &'w Option<TrieRow>)>,
-    batch: &mut WriteBatch<'_, B, Column>,
-) {
-    let mut writes: Vec<_> = writes.into_iter().collect();
-    writes.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    for (path, row) in writes {
-        let key = MerkleNode { context_id: *context_id, path: RawTail(path.to_nibbles()) };
-        match row {
-            Some(r) => batch.put(&key, r),
-            None => batch.delete(&key),
-        }
-    }
 }
 
 /// A read view of one context's DAG bookkeeping, for weft-dag's decisions: applied
@@ -435,7 +412,7 @@ impl<B: Backend> ContextEngine<B> {
     /// The root recomputed from scratch from the state rows (for checks; O(n)).
     pub fn recompute_root(&self, context_id: &ContextId) -> Result<Hash, EngineError> {
         let entries = self.entries(context_id)?;
-        Ok(merkle::root_of(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))))
+        Ok(trie::root_of(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))))
     }
 
     /// A stored delta.

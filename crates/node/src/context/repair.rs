@@ -37,7 +37,7 @@ use weft_store::schema::{ContextDagDelta, ContextState, ContextStatus, DagNode, 
 use weft_store::{Backend, RawTail, Read};
 
 use super::{lock, ContextEngine, EngineError};
-use crate::context::merkle::{self, Change, TrieNode, TrieStore, RADIX};
+use crate::trie::{self, Change, TrieNode, TrieStore, RADIX};
 
 /// Bytes of each child hash a walk carries (a prefix of the blake3 hash).
 pub const WALK_HASH_BYTES: usize = 16;
@@ -312,7 +312,7 @@ fn leaves_below<S: TrieStore>(
 }
 
 /// The leaf for `key_hash` in `store`'s trie, if the key is in it.
-fn find_leaf<S: TrieStore>(store: &S, key_hash: &Hash) -> Result<Option<merkle::Leaf>, S::Error> {
+fn find_leaf<S: TrieStore>(store: &S, key_hash: &Hash) -> Result<Option<trie::Leaf>, S::Error> {
     let mut path = Vec::new();
     loop {
         match store.node(&path)? {
@@ -322,7 +322,7 @@ fn find_leaf<S: TrieStore>(store: &S, key_hash: &Hash) -> Result<Option<merkle::
                 if path.len() >= MAX_PATH {
                     return Ok(None);
                 }
-                let n = merkle::nibble(key_hash, path.len());
+                let n = trie::nibble(key_hash, path.len());
                 if !children.iter().any(|(m, _)| *m == n) {
                     return Ok(None);
                 }

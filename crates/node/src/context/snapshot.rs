@@ -47,7 +47,7 @@ use weft_store::{Backend, PrefixBy, RawTail, Read};
 
 use super::{lock, ApplyOutcome, Authorizer, ContextEngine, EngineError, RepairEntry};
 use crate::context::delta::{check_shape, check_signature, DeltaLimits};
-use crate::context::merkle;
+use crate::trie;
 
 /// Where a snapshot transfer stands: the next page starts after this point.
 #[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
@@ -433,7 +433,7 @@ impl<B: Backend> ContextEngine<B> {
         let live: Vec<(&[u8], &[u8])> =
             entries.iter().filter_map(|e| e.value.as_ref().map(|v| (e.key.as_slice(), v.as_slice()))).collect();
         let keys = live.len() as u64;
-        let (trie, root) = merkle::build_trie(live);
+        let (trie, root) = trie::build_trie(live);
         if root != header.root_hash {
             return Err(EngineError::Snapshot(SnapshotError::RootMismatch {
                 claimed: header.root_hash,
