@@ -228,7 +228,7 @@ pub struct TrieMemory {
     clean_capacity: usize,
 }
 
-/// One context's memory lent to [`super::update`], with the rows it reads.
+/// One context's memory lent to [`super::update()`], with the rows it reads.
 struct Lent<'m, 's, B: Backend> {
     trie: &'m mut ContextTrie,
     stored: &'m StoredRows<'s, B>,
@@ -285,7 +285,7 @@ impl TrieMemory {
     }
 
     /// Applies `changes` to a context's trie, reading the branches memory lacks from
-    /// `stored` (see [`super::update`]); the nodes it changes become dirty. Returns the new
+    /// `stored` (see [`super::update()`]); the nodes it changes become dirty. Returns the new
     /// root. On an error the context's memory is forgotten (and must be recovered before
     /// its next use), since it may hold a half-changed trie.
     pub fn update<B: Backend>(

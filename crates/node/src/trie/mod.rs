@@ -3,7 +3,7 @@
 //! path), so its shape and root are a function of the state alone, whatever the order the
 //! deltas came in; two replicas agree when their roots do. Only branches are stored, a leaf
 //! living in its parent's row; the rows and node hashes are weft-primitives' (`trie_rows`,
-//! byte layout in `docs/storage.md`). Here: [`update`] applies changed keys in O(log n) per
+//! byte layout in `docs/storage.md`). Here: [`update()`] applies changed keys in O(log n) per
 //! key, [`memory`] keeps changed branches between checkpoints, [`rows`] reads and stages a
 //! context's stored rows, and [`logical`] compares tries as peers do. When the engine writes
 //! the trie, and why that is crash-safe, is `context::engine::checkpoint` and

@@ -16,7 +16,7 @@ use super::{
 };
 
 /// A trie that contradicts itself (a branch naming a child branch its rows lack, or a path
-/// past [`MAX_DEPTH`]): a damaged store.
+/// past [`MAX_DEPTH`](super::MAX_DEPTH)): a damaged store.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("corrupt Merkle trie: {0}")]
 pub struct Corrupt(pub String);
