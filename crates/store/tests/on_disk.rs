@@ -1,10 +1,12 @@
 //! The node schema on a real RocksDB: column families and their options, schema
-//! versions and migrations, and failed batches leaving nothing behind.
+//! versions and migrations, failed batches leaving nothing behind, and RocksDB's failures
+//! (a database held elsewhere, damaged files) reported with their kind.
 
 use weft_primitives::{ContextId, GroupId};
 use weft_store::schema::{Column, ContextGroupRef, ContextState};
 use weft_store::{
-    ColumnSet, Migration, RawTail, Read, RocksBackend, RocksConfig, Store, StoreError, SCHEMA_VERSION_KEY,
+    Backend, BackendError, BackendErrorKind, ColumnSet, Migration, PrefixBy, RawTail, Read, RocksBackend, RocksConfig,
+    Store, StoreError, SCHEMA_VERSION_KEY,
 };
 
 fn open(path: &std::path::Path) -> weft_store::Result<Store<RocksBackend, Column>> {
@@ -116,7 +118,7 @@ fn mark_migrated(store: &Store<RocksBackend, Column>) -> weft_store::Result<()> 
 }
 
 fn fail(_: &Store<RocksBackend, Column>) -> weft_store::Result<()> {
-    Err(StoreError::Backend("refused".into()))
+    Err(StoreError::Backend(BackendError::new(BackendErrorKind::Other, "refused")))
 }
 
 #[test]
@@ -132,7 +134,13 @@ fn older_stores_migrate_in_order_and_failures_stop_at_the_old_version() {
     // A failing step leaves the version where it was.
     let failing = [Migration { from: 0, description: "fails", run: fail }];
     let backend = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).unwrap();
-    assert!(matches!(Store::open_with_migrations(backend, &failing), Err(StoreError::Migration { from: 0, .. })));
+    match Store::open_with_migrations(backend, &failing) {
+        // The step's own error is kept as the cause.
+        Err(StoreError::Migration { from: 0, source }) => {
+            assert_eq!(source.backend_kind(), Some(BackendErrorKind::Other), "{source}");
+        }
+        other => panic!("expected a failed migration, got {:?}", other.map(|_| ())),
+    }
     // The step from 0, then the node schema's own steps, in order, to the current version.
     let mut migrations = vec![Migration { from: 0, description: "mark", run: mark_migrated }];
     migrations.extend(weft_store::schema::migrations());
@@ -186,4 +194,55 @@ fn a_version_1_store_migrates_to_the_current_version() {
     let store = Store::open_with_migrations(backend, &weft_store::schema::migrations()).unwrap();
     assert_eq!(store.schema_version().unwrap(), Some(4));
     assert_eq!(store.get(&row).unwrap(), Some(b"v".to_vec()));
+}
+
+#[test]
+fn a_database_another_handle_holds_is_an_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let _held = open(dir.path()).unwrap();
+    let Err(e) = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()) else {
+        panic!("the database opened twice");
+    };
+    // RocksDB's lock on its LOCK file: an I/O error, with RocksDB's own error as the cause.
+    assert_eq!(e.backend_kind(), Some(BackendErrorKind::Io), "{e}");
+    assert!(e.to_string().contains("LOCK"), "{e}");
+    let cause = std::error::Error::source(&e).and_then(std::error::Error::source);
+    assert!(cause.is_some_and(|c| c.to_string().contains("LOCK")), "{e}");
+}
+
+#[test]
+fn damaged_table_files_are_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ContextId::from_bytes([6; 32]);
+    {
+        let store = open(dir.path()).unwrap();
+        let mut batch = store.batch();
+        for i in 0..2000u32 {
+            let value = vec![i as u8; 100];
+            batch.put(&ContextState { context_id: ctx, app_key: RawTail(i.to_be_bytes().to_vec()) }, value.as_slice());
+        }
+        store.write(batch).unwrap();
+        store.backend().flush().unwrap();
+    }
+    // Flip the bits of the first half (at most 4 KiB) of every table file: its first blocks.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "sst") {
+            let mut bytes = std::fs::read(&path).unwrap();
+            let damaged = (bytes.len() / 2).min(4096);
+            for b in &mut bytes[..damaged] {
+                *b ^= 0x5A;
+            }
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    // Opening or reading fails (whichever meets the damage first), as corruption.
+    let read_all = || -> weft_store::Result<usize> {
+        let store = open(dir.path())?;
+        Ok(store.scan(ContextState::prefix(&ctx)).collect_all()?.len())
+    };
+    match read_all() {
+        Err(e) => assert_eq!(e.backend_kind(), Some(BackendErrorKind::Corruption), "{e}"),
+        Ok(n) => panic!("read {n} entries from damaged files"),
+    }
 }

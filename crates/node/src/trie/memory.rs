@@ -318,9 +318,11 @@ impl TrieMemory {
                 self.forget(&context_id);
                 Err(match e {
                     UpdateError::Corrupt(c) => TrieUpdateError::Corrupt(c),
-                    UpdateError::Store => TrieUpdateError::Store(
-                        error.unwrap_or_else(|| StoreError::Backend("a trie row could not be read".into())),
-                    ),
+                    UpdateError::Store => match error {
+                        Some(e) => TrieUpdateError::Store(e),
+                        // `Lent` records the store's error before failing: none is a bug here.
+                        None => TrieUpdateError::Corrupt(Corrupt("a trie row read failed without an error".into())),
+                    },
                 })
             }
         }

@@ -169,11 +169,7 @@ impl RocksBackend {
     }
 
     fn cf(&self, column: usize) -> Result<&ColumnFamily> {
-        self.db
-            .borrow_dependent()
-            .get(column)
-            .copied()
-            .ok_or_else(|| StoreError::Backend(format!("no column {column}")))
+        self.db.borrow_dependent().get(column).copied().ok_or(StoreError::UnknownColumn(column))
     }
 
     fn read_options(&self, column: usize, range: &RawRange) -> ReadOptions {
@@ -221,7 +217,7 @@ fn spawn_flusher(db: Arc<DB>, every: Duration) -> Result<(mpsc::Sender<()>, Join
                 _ => return,
             }
         })
-        .map_err(|e| StoreError::Backend(format!("cannot start the WAL sync thread: {e}")))?;
+        .map_err(|source| StoreError::Thread { name: "WAL sync", source })?;
     Ok((tx, handle))
 }
 
@@ -414,13 +410,7 @@ pub struct RocksOwnedSnapshot(OwnedSnapshotCell);
 
 impl RocksOwnedSnapshot {
     fn cf(&self, column: usize) -> Result<&ColumnFamily> {
-        self.0
-            .borrow_dependent()
-            .handles
-            .get(column)
-            .copied()
-            .flatten()
-            .ok_or_else(|| StoreError::Backend(format!("no column {column}")))
+        self.0.borrow_dependent().handles.get(column).copied().flatten().ok_or(StoreError::UnknownColumn(column))
     }
 }
 
@@ -529,9 +519,9 @@ impl Backend for RocksBackend {
 
     fn write(&self, batch: RocksBatch<'_>, preconditions: &[Precondition]) -> Result<Result<(), usize>> {
         if let Some(column) = batch.missing {
-            return Err(StoreError::Backend(format!("batch used unknown column {column}")));
+            return Err(StoreError::UnknownColumn(column));
         }
-        let poisoned = || StoreError::Backend("commit lock poisoned".into());
+        let poisoned = || StoreError::Poisoned("commit");
         if preconditions.is_empty() {
             let _shared = self.commit_lock.read().map_err(|_| poisoned())?;
             self.db().write_opt(batch.batch, &self.write_options)?;

@@ -260,15 +260,14 @@ impl<B: Backend> ContextEngine<B> {
     ) {
         let Some(run) = run else { return };
         if let Err(e) = self.commit(context_id, run) {
-            let message = e.to_string();
+            let cause = match &e {
+                EngineError::RunNotWritten(cause) => cause.clone(),
+                other => other.to_string(),
+            };
             let mut first = Some(e);
             for i in in_run.iter() {
                 if let Some(slot) = results.get_mut(*i) {
-                    *slot = Err(first.take().unwrap_or_else(|| {
-                        EngineError::Store(StoreError::Backend(format!(
-                            "the batch holding this delta failed: {message}"
-                        )))
-                    }));
+                    *slot = Err(first.take().unwrap_or_else(|| EngineError::RunNotWritten(cause.clone())));
                 }
             }
         }
@@ -281,9 +280,7 @@ impl<B: Backend> ContextEngine<B> {
         if run.failed {
             // Its trie changes were forgotten with the rest of the context's trie memory when
             // the update failed (see `TrieMemory::update`).
-            return Err(EngineError::Store(StoreError::Backend(
-                "a trie update of the run failed, so nothing of the run was written".into(),
-            )));
+            return Err(EngineError::RunNotWritten("a trie update of the run failed".into()));
         }
         run.stage_written(context_id);
         let Run { mut batch, meta, status, applied, .. } = run;

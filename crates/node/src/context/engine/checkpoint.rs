@@ -103,22 +103,26 @@ impl<B: Backend> ContextEngine<B> {
     }
 
     fn settle_flush(&self, flush: Flush) {
-        let result = match flush.handle.join() {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::Backend("the checkpoint's writer thread panicked".into())),
-        };
+        let result = flush.handle.join();
         let mut memory = lock(&self.trie);
         match result {
-            Ok(()) => {
+            Ok(Ok(())) => {
                 memory.settle_flushed(&flush.context_id);
                 self.checkpoints.fetch_add(1, Ordering::Relaxed);
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 memory.unflush(&flush.context_id);
                 tracing::warn!(
                     context = %flush.context_id,
                     error = %e,
                     "trie checkpoint failed; the changed nodes stay in memory"
+                );
+            }
+            Err(_) => {
+                memory.unflush(&flush.context_id);
+                tracing::warn!(
+                    context = %flush.context_id,
+                    "the trie checkpoint's writer thread panicked; the changed nodes stay in memory"
                 );
             }
         }

@@ -85,6 +85,10 @@ pub enum EngineError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The delta was applied in a run with others whose batch was not written, so nothing of
+    /// the run was: the run's first delta carries the cause itself, the others its message.
+    #[error("the batch holding this delta was not written: {0}")]
+    RunNotWritten(String),
     /// A stored row is inconsistent with the others (a bug or on-disk corruption).
     #[error("inconsistent store: {0}")]
     Inconsistent(String),
