@@ -64,8 +64,9 @@ pub use state::EntryPage;
 /// The libp2p peer id of an Ed25519 identity: the identity multihash of its protobuf-encoded
 /// public key, exactly as libp2p derives it from the node key.
 pub fn peer_id_of(identity: &PublicKey) -> Result<libp2p::identity::PeerId, ServiceError> {
-    let key = libp2p::identity::ed25519::PublicKey::try_from_bytes(identity.as_bytes())
-        .map_err(|e| ServiceError::Internal(format!("the node key's public half is not a valid Ed25519 key: {e}")))?;
+    let key = libp2p::identity::ed25519::PublicKey::try_from_bytes(identity.as_bytes()).map_err(|e| {
+        ServiceError::Internal(format!("the node key's public half is not a valid Ed25519 key: {e}").into())
+    })?;
     Ok(libp2p::identity::PublicKey::from(key).to_peer_id())
 }
 

@@ -70,9 +70,9 @@ pub enum ServiceError {
         /// What happened.
         message: String,
     },
-    /// The node failed (storage error, inconsistent rows).
+    /// The node failed (storage error, inconsistent rows); the source is the failure.
     #[error("internal error: {0}")]
-    Internal(String),
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl From<EngineError> for ServiceError {
@@ -85,14 +85,14 @@ impl From<EngineError> for ServiceError {
             EngineError::PendingFull { limit } => {
                 ServiceError::Busy(format!("the context's pending set is full ({limit} deltas)"))
             }
-            other => ServiceError::Internal(other.to_string()),
+            other => ServiceError::Internal(Box::new(other)),
         }
     }
 }
 
 impl From<StoreError> for ServiceError {
     fn from(e: StoreError) -> Self {
-        ServiceError::Internal(e.to_string())
+        ServiceError::Internal(Box::new(e))
     }
 }
 
@@ -110,7 +110,7 @@ impl From<GovernanceError> for ServiceError {
             }
             // An op this node builds is malformed only if its input is (an alias too long).
             GovernanceError::Invalid(invalid) => ServiceError::BadInput(invalid.to_string()),
-            other => ServiceError::Internal(other.to_string()),
+            other => ServiceError::Internal(Box::new(other)),
         }
     }
 }
@@ -136,5 +136,26 @@ impl From<Rejection> for ServiceError {
             }
             other => ServiceError::Forbidden(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+    use weft_store::{BackendError, BackendErrorKind};
+
+    #[test]
+    fn internal_errors_keep_their_cause() {
+        let corrupt = StoreError::Backend(BackendError::new(BackendErrorKind::Corruption, "bad block"));
+        let e = ServiceError::from(EngineError::Store(corrupt));
+        assert_eq!(e.to_string(), "internal error: storage backend error: bad block");
+        let Some(EngineError::Store(store)) = e.source().and_then(|s| s.downcast_ref::<EngineError>()) else {
+            panic!("the engine's error is not the source: {e:?}");
+        };
+        assert_eq!(store.backend_kind(), Some(BackendErrorKind::Corruption));
+        let e = ServiceError::from(StoreError::Poisoned("commit"));
+        let cause = e.source().and_then(|s| s.downcast_ref::<StoreError>());
+        assert!(matches!(cause, Some(StoreError::Poisoned("commit"))), "{e:?}");
     }
 }
