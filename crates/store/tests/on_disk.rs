@@ -74,12 +74,11 @@ fn every_family_uses_the_one_shared_block_cache() {
     let dir = tempfile::tempdir().unwrap();
     let config = RocksConfig { cache_bytes: 12_345_678, ..RocksConfig::default() };
     let store = Store::<_, Column>::open(RocksBackend::open::<Column>(dir.path(), &config).unwrap()).unwrap();
-    let db = store.backend().db();
     for column in Column::ALL {
-        let cf = db.cf_handle(column.name()).unwrap();
-        let capacity = db.property_int_value_cf(cf, "rocksdb.block-cache-capacity").unwrap();
+        let capacity = store.backend().column_property(*column, "rocksdb.block-cache-capacity").unwrap();
         assert_eq!(capacity, Some(12_345_678), "{}", column.name());
     }
+    assert_eq!(store.backend().property("rocksdb.no-such-property").unwrap(), None);
 }
 
 #[test]
@@ -245,4 +244,23 @@ fn damaged_table_files_are_corruption() {
         Err(e) => assert_eq!(e.backend_kind(), Some(BackendErrorKind::Corruption), "{e}"),
         Ok(n) => panic!("read {n} entries from damaged files"),
     }
+}
+
+#[test]
+fn a_checkpoint_is_an_openable_copy_of_that_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy");
+    let key = |k: &[u8]| ContextState { context_id: ContextId::from_bytes([7; 32]), app_key: RawTail(k.to_vec()) };
+    {
+        let store = open(&dir.path().join("db")).unwrap();
+        store.put(&key(b"before"), b"1").unwrap();
+        store.backend().checkpoint(&copy).unwrap();
+        store.put(&key(b"after"), b"2").unwrap();
+        // RocksDB refuses to write a checkpoint over an existing directory.
+        let again = store.backend().checkpoint(&copy).unwrap_err();
+        assert!(again.backend_kind().is_some(), "{again}");
+    }
+    let store = open(&copy).unwrap();
+    assert_eq!(store.get(&key(b"before")).unwrap(), Some(b"1".to_vec()));
+    assert_eq!(store.get(&key(b"after")).unwrap(), None);
 }

@@ -16,6 +16,7 @@ use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{
     BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamily, ColumnFamilyDescriptor, CompactOptions,
     DBCompressionType, DBRawIteratorWithThreadMode, FlushOptions, Options, ReadOptions, SliceTransform,
@@ -163,7 +164,27 @@ impl RocksBackend {
         &self.path
     }
 
-    /// The underlying RocksDB handle (for checkpoints, properties and statistics).
+    /// Writes an openable copy of the database to `path`, which must not exist yet: a
+    /// RocksDB checkpoint, whose table files are hard links where the file system allows.
+    pub fn checkpoint(&self, path: impl AsRef<Path>) -> Result<()> {
+        Ok(Checkpoint::new(self.db())?.create_checkpoint(path)?)
+    }
+
+    /// One of RocksDB's database-wide integer properties (`rocksdb.block-cache-usage`,
+    /// `rocksdb.num-running-flushes`, ...), or `None` if RocksDB has no such property.
+    pub fn property(&self, name: &str) -> Result<Option<u64>> {
+        Ok(self.db().property_int_value(name)?)
+    }
+
+    /// One of RocksDB's integer properties of a column family (`rocksdb.estimate-num-keys`,
+    /// `rocksdb.total-sst-files-size`, ...), or `None` if RocksDB has no such property.
+    /// `column` is of the set the database was opened with.
+    pub fn column_property<S: ColumnSet>(&self, column: S, name: &str) -> Result<Option<u64>> {
+        Ok(self.db().property_int_value_cf(self.cf(column.index())?, name)?)
+    }
+
+    /// The underlying RocksDB handle, for what this type does not offer (benchmarks that
+    /// compare with RocksDB's own API, tests that write raw files' worth of rows).
     pub fn db(&self) -> &DB {
         self.db.borrow_owner()
     }
