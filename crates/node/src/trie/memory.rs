@@ -1,35 +1,22 @@
-//! The state engine's memory of every context's Merkle trie.
-//!
-//! The trie is a derived index of the state (see [`super::merkle`]): the engine keeps the
-//! branches a context's deltas changed since its trie rows were last written — its *dirty*
-//! nodes — in memory, and writes them out at *checkpoints* (see `ContextEngine::checkpoint`),
-//! instead of rewriting the branches above every changed key in every batch. Beside them it
-//! keeps a bounded read cache of stored branches (*clean*), so an update reads the store
-//! only for branches it has not seen. An update takes each node it changes out of memory
-//! (dirty, else clean, else the store), changes it in place and leaves it dirty.
-//!
-//! Memory: dirty nodes are bounded by the engine's checkpoint thresholds (the engine
-//! checkpoints the largest contexts when the total passes one); clean nodes by the cache
-//! capacity — once it is reached new nodes are not cached, but cached ones are still
-//! replaced or dropped, so the cache never serves a node the store no longer holds. Top
-//! levels, read by every update, enter first.
-//!
-//! A context's nodes live in a [`PathTable`] keyed by path, so that an update can prefetch
-//! every level's node before it walks down to them (see [`super::path_table`]).
-//!
-//! This module holds the maps and their accounting only; what makes the scheme crash-safe
-//! (the trie journal, recovery at first use) is the engine's, in `checkpoint.rs`.
+//! The engine's memory of every context's Merkle trie: the branches its deltas changed
+//! since the context's last checkpoint (*dirty*, written out at checkpoints instead of with
+//! every delta) and a bounded cache of stored branches (*clean*), each context's nodes in a
+//! [`PathTable`] so that an update can prefetch its paths. An update takes each node it
+//! changes out of memory (dirty, else clean, else the store), changes it in place and leaves
+//! it dirty. This module holds the maps and their accounting; when they are written, and why
+//! that is crash-safe, is the engine's (`context::engine::checkpoint`, and
+//! `docs/trie-checkpoints.md`, which also gives the memory bounds).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use weft_primitives::{ContextId, Hash, TrieRow};
-use weft_store::schema::{Column, ContextState, MerkleNode};
-use weft_store::{Backend, RawTail, Read, Store, StoreError};
+use weft_store::schema::Column;
+use weft_store::{Backend, Store, StoreError};
 
-use super::merkle::{self, Change, Corrupt, LogicalTrie, NibblePath, Nodes, RowSource};
 use super::path_table::{PathHash, PathTable, INDEX_BYTES_PER_ENTRY};
+use super::{Change, Corrupt, LogicalTrie, NibblePath, Nodes, RowSource, StoredRows};
 
 /// The engine's hash maps: foldhash (seeded per process) instead of SipHash, which showed
 /// as several per cent of the apply path. Keys are trie paths and application keys.
@@ -38,32 +25,6 @@ pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// What memory knows of a path: a node (or its absence) to use as is, or nothing (read the
 /// store).
 pub type Known = Option<Option<TrieRow>>;
-
-/// A context's stored trie rows and state (the store side of the engine's view).
-pub struct StoredRows<'a, B: Backend> {
-    /// The store.
-    pub store: &'a Store<B, Column>,
-    /// The context.
-    pub context_id: ContextId,
-}
-
-impl<B: Backend> StoredRows<'_, B> {
-    /// The stored row at `path`.
-    pub fn get(&self, path: &NibblePath) -> Result<Option<TrieRow>, StoreError> {
-        self.store.get(&MerkleNode { context_id: self.context_id, path: RawTail(path.to_nibbles()) })
-    }
-}
-
-impl<B: Backend> RowSource for StoredRows<'_, B> {
-    type Error = StoreError;
-    fn row(&self, path: &NibblePath) -> Result<Option<TrieRow>, StoreError> {
-        self.get(path)
-    }
-    fn value_hash(&self, key: &[u8]) -> Result<Option<Hash>, StoreError> {
-        let value = self.store.get(&ContextState { context_id: self.context_id, app_key: RawTail(key.to_vec()) })?;
-        Ok(value.map(|v| Hash::digest(&v)))
-    }
-}
 
 /// A context's trie as the engine sees it, in logical form (see [`LogicalTrie`]): rows
 /// from its dirty nodes, then the cached branches, then the store. Used under the engine's
@@ -209,12 +170,12 @@ impl ContextTrie {
         for change in changes {
             // Sorted by key hash: paths the previous key shares are already listed.
             let shared = previous.map_or(0, |p| {
-                (0..depth).take_while(|d| merkle::nibble(p, *d) == merkle::nibble(&change.key_hash, *d)).count()
+                (0..depth).take_while(|d| super::nibble(p, *d) == super::nibble(&change.key_hash, *d)).count()
             });
             previous = Some(&change.key_hash);
             let mut path = NibblePath::ROOT;
             for d in 0..depth {
-                let Some(child) = path.child(merkle::nibble(&change.key_hash, d)) else { break };
+                let Some(child) = path.child(super::nibble(&change.key_hash, d)) else { break };
                 path = child;
                 if d >= shared {
                     paths.push((path, self.nodes.hash(&path), None));
@@ -267,7 +228,7 @@ pub struct TrieMemory {
     clean_capacity: usize,
 }
 
-/// One context's memory lent to [`merkle::update`], with the rows it reads.
+/// One context's memory lent to [`super::update()`], with the rows it reads.
 struct Lent<'m, 's, B: Backend> {
     trie: &'m mut ContextTrie,
     stored: &'m StoredRows<'s, B>,
@@ -324,7 +285,7 @@ impl TrieMemory {
     }
 
     /// Applies `changes` to a context's trie, reading the branches memory lacks from
-    /// `stored` (see [`merkle::update`]); the nodes it changes become dirty. Returns the new
+    /// `stored` (see [`super::update()`]); the nodes it changes become dirty. Returns the new
     /// root. On an error the context's memory is forgotten (and must be recovered before
     /// its next use), since it may hold a half-changed trie.
     pub fn update<B: Backend>(
@@ -340,7 +301,7 @@ impl TrieMemory {
         // context is recovered from its journal at next use instead of trusted.
         let recovered = std::mem::replace(&mut trie.recovered, false);
         let mut lent = Lent { trie, stored, error: None };
-        let result = merkle::update(&mut lent, changes);
+        let result = super::update(&mut lent, changes);
         let error = lent.error.take();
         let trie = lent.trie;
         self.dirty_bytes = self.dirty_bytes + trie.dirty_bytes - dirty_before;
@@ -357,9 +318,11 @@ impl TrieMemory {
                 self.forget(&context_id);
                 Err(match e {
                     UpdateError::Corrupt(c) => TrieUpdateError::Corrupt(c),
-                    UpdateError::Store => TrieUpdateError::Store(
-                        error.unwrap_or_else(|| StoreError::Backend("a trie row could not be read".into())),
-                    ),
+                    UpdateError::Store => match error {
+                        Some(e) => TrieUpdateError::Store(e),
+                        // `Lent` records the store's error before failing: none is a bug here.
+                        None => TrieUpdateError::Corrupt(Corrupt("a trie row read failed without an error".into())),
+                    },
                 })
             }
         }

@@ -1,44 +1,16 @@
-//! Trie checkpoints: the Merkle trie as a derived index, written out now and then.
-//!
-//! Applying a delta changes its keys' trie leaves and the branches above them. Those node
-//! changes are **not** written in the delta's batch: they stay in the engine's memory as the
-//! context's dirty nodes ([`super::super::trie_memory`]), and every read of the trie goes
-//! through them. Everything else a delta changes — its Delta and DAG rows, the state and
-//! version rows, the heads, the root in `ContextMeta` and the counters — is still written in
-//! the delta's own atomic batch, together with one small row, its entry in the context's
-//! **trie journal** (`TrieJournal(context, delta count before it) → delta id`).
-//!
-//! A **checkpoint** of a context writes its dirty nodes and deletes its journal, in one
-//! batch, starting under the apply lock (so the dirty nodes are exactly what the committed
-//! deltas changed). Past [`super::EngineConfig::background_checkpoint_bytes`] it is written
-//! on a thread of its own while deltas go on being applied: the nodes are copied and
-//! marked flushing (`TrieMemory::hand_over`), and the batch deletes only the journal
-//! entries of the deltas applied by then (`seq` below the context's delta count); nodes
-//! that change meanwhile become dirty again, and a failed write leaves them all dirty with
-//! the journal whole. At most one is in flight, and everything that writes a context's
-//! trie rows or journal directly, or recovers its trie, waits for that context's first.
-//! The engine checkpoints the contexts with the most dirty bytes whenever the total
-//! passes [`super::EngineConfig::checkpoint_bytes`]; the node checkpoints contexts
-//! idle for a few seconds ([`ContextEngine::checkpoint_idle`]) and every context at shutdown
-//! ([`ContextEngine::checkpoint_all`], also run when the engine is dropped). Writes that
-//! rewrite trie rows directly — a repair merge, a reindex, a snapshot install — carry the
-//! context's dirty nodes and the journal's deletion in their own batch: each is a
-//! checkpoint.
-//!
-//! **Why this is crash-safe.** The trie is a function of the state alone. So at any moment
-//! the stored trie rows are the trie of the state as it was at the context's last
-//! checkpoint, and the keys whose leaves may differ since are exactly the keys of the deltas
-//! in its journal. After a crash, the first use of a context in the new process
-//! ([`ContextEngine::trie_view`]) replays the journal: it reads those keys' current state,
-//! updates the stored trie with them, checks that the resulting root is the root
-//! `ContextMeta` holds (written in the same batches as the state), and writes the result as
-//! a checkpoint. A mismatch (a damaged store) rebuilds the context's trie from its state
-//! rows; if even that does not give `ContextMeta`'s root, the context is refused as
-//! inconsistent. The same check runs with an empty journal, at the cost of one read.
-//!
-//! The cost per changed key falls from about eight rows written to three (state, version
-//! and, per delta, the delta's rows and its journal entry); a checkpoint writes each dirty
-//! node once, however many deltas changed it.
+//! Trie checkpoints: the Merkle trie is a derived index of the state, so a delta's batch
+//! does not write the trie rows it changes. They stay in the engine's memory
+//! ([`crate::trie::memory`]) as the context's dirty nodes, and the batch writes one row of
+//! the context's **trie journal** instead (`TrieJournal(context, delta count before it) →
+//! delta id`). A **checkpoint** writes a context's dirty nodes and deletes its journal in
+//! one batch — in place, or past [`EngineConfig::background_checkpoint_bytes`](super::EngineConfig)
+//! on a thread of its own while deltas go on being applied — when the dirty total passes
+//! `checkpoint_bytes`, a journal grows long, a context is idle
+//! ([`ContextEngine::checkpoint_idle`]) and at shutdown ([`ContextEngine::checkpoint_all`]).
+//! After a crash, a context's first use (`ContextEngine::trie_view`) replays its journal
+//! over the stored rows and checks the root against `ContextMeta`'s, rebuilding the trie
+//! from the state if they differ. Why this is crash-safe, what each batch holds and what it
+//! costs: `docs/trie-checkpoints.md`.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -49,9 +21,8 @@ use weft_primitives::{Action, ContextId, ContextMetaValue, ContextStatusValue, H
 use weft_store::schema::{Column, ContextDagDelta, ContextMeta, ContextState, ContextStatus, MerkleNode, TrieJournal};
 use weft_store::{Backend, PrefixBy, RawTail, Read, StoreError, WriteBatch};
 
-use super::super::trie_memory::{self, StoredRows, TrieView};
-use super::{lock, stage_trie, ContextEngine, EngineError};
-use crate::context::merkle::{self, Change, NibblePath, TrieRow};
+use super::{lock, ContextEngine, EngineError};
+use crate::trie::{self, stage_trie, Change, NibblePath, StoredRows, TrieRow, TrieView};
 
 /// The engine's trie memory and checkpoints ([`ContextEngine::trie_stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -132,22 +103,26 @@ impl<B: Backend> ContextEngine<B> {
     }
 
     fn settle_flush(&self, flush: Flush) {
-        let result = match flush.handle.join() {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::Backend("the checkpoint's writer thread panicked".into())),
-        };
+        let result = flush.handle.join();
         let mut memory = lock(&self.trie);
         match result {
-            Ok(()) => {
+            Ok(Ok(())) => {
                 memory.settle_flushed(&flush.context_id);
                 self.checkpoints.fetch_add(1, Ordering::Relaxed);
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 memory.unflush(&flush.context_id);
                 tracing::warn!(
                     context = %flush.context_id,
                     error = %e,
                     "trie checkpoint failed; the changed nodes stay in memory"
+                );
+            }
+            Err(_) => {
+                memory.unflush(&flush.context_id);
+                tracing::warn!(
+                    context = %flush.context_id,
+                    "the trie checkpoint's writer thread panicked; the changed nodes stay in memory"
                 );
             }
         }
@@ -221,7 +196,7 @@ impl<B: Backend> ContextEngine<B> {
     /// first if need be). Call under the apply lock.
     pub(crate) fn trie_view(&self, context_id: &ContextId) -> Result<TrieView<'_, B>, EngineError> {
         self.ensure_recovered(context_id)?;
-        Ok(trie_memory::trie_view(&self.store, *context_id, &self.trie))
+        Ok(trie::memory::trie_view(&self.store, *context_id, &self.trie))
     }
 
     /// Replays the trie journal of a context over its stored trie (or, if that does not
@@ -279,8 +254,8 @@ impl<B: Backend> ContextEngine<B> {
             // A corrupt stored trie counts as a mismatch (rebuilt below), not as a failure.
             match lock(&self.trie).update(&stored, changes) {
                 Ok(root) => root == meta.root_hash,
-                Err(trie_memory::TrieUpdateError::Store(e)) => return Err(e.into()),
-                Err(trie_memory::TrieUpdateError::Corrupt(_)) => false,
+                Err(trie::TrieUpdateError::Store(e)) => return Err(e.into()),
+                Err(trie::TrieUpdateError::Corrupt(_)) => false,
             }
         };
         if !replayed {
@@ -310,9 +285,9 @@ impl<B: Backend> ContextEngine<B> {
 
     /// The trie of a context's state rows, built from scratch. Refuses if its root is not
     /// `meta`'s.
-    fn rebuild_trie(&self, context_id: &ContextId, meta: &ContextMetaValue) -> Result<merkle::MemoryTrie, EngineError> {
+    fn rebuild_trie(&self, context_id: &ContextId, meta: &ContextMetaValue) -> Result<trie::MemoryTrie, EngineError> {
         let entries = self.entries(context_id)?;
-        let (scratch, root) = merkle::build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+        let (scratch, root) = trie::build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
         if root != meta.root_hash {
             return Err(EngineError::Inconsistent(format!(
                 "context {context_id}: its state's root {root} is not the stored root {}",
@@ -481,7 +456,7 @@ impl<B: Backend> ContextEngine<B> {
 
     /// Replaces a context's trie memory by `rows` (a trie built from scratch), as dirty
     /// nodes to be written by [`ContextEngine::write_checkpointed`].
-    pub(crate) fn replace_trie(&self, context_id: &ContextId, rows: merkle::MemoryTrie) {
+    pub(crate) fn replace_trie(&self, context_id: &ContextId, rows: trie::MemoryTrie) {
         let mut memory = lock(&self.trie);
         memory.forget(context_id);
         memory.absorb(context_id, rows.0.into_iter().map(|(path, row)| (path, Some(row))));
@@ -497,7 +472,7 @@ impl<B: Backend> ContextEngine<B> {
         self.checkpoint_locked(context_id)?;
         let entries = self.entries(context_id)?;
         let (mut scratch, recomputed_root) =
-            merkle::build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+            trie::build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
         let stored = self.store.scan(MerkleNode::prefix(context_id)).collect_all()?;
         let stored_nodes = stored.len();
         let mut mismatched_nodes = 0;

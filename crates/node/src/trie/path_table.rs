@@ -19,7 +19,7 @@
 
 use std::hash::BuildHasher;
 
-use super::merkle::NibblePath;
+use super::NibblePath;
 
 /// Nodes by path (see the module docs).
 pub struct PathTable<V> {

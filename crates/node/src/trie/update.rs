@@ -1,161 +1,22 @@
-//! The Merkle trie over a context's state.
-//!
-//! A 16-ary trie over `blake3(app key)`, in canonical form: a leaf sits at the
-//! shallowest nibble path that no other key shares, and a branch exists only where
-//! at least two keys share its path. The shape, and therefore the root, is a
-//! function of the set of (key, value) pairs alone — not of history or insertion
-//! order. Because key hashes are uniform, the expected depth is about
-//! log16(n) + 1, so a changed key costs O(log n) node hashes; a batch of keys is
-//! applied in one top-down pass that visits each shared ancestor once, then the changed
-//! branches are hashed a level at a time from the deepest up — several at once where a
-//! level has several ([`weft_primitives::branch_hashes`]), else each restarting from the
-//! chaining values it keeps ([`TrieBranch::hash_incremental`]).
-//!
-//! Hashes (blake3 with domain separation, no XOR or sums):
-//! - leaf: `derive("weft merkle leaf v1", key_hash ‖ value_hash)`;
-//! - branch: `derive("weft merkle branch v1", h0 ‖ … ‖ h15)`, an empty child as 32 zero bytes;
-//! - the empty trie: `Hash::ZERO`.
-//!
-//! **Rows.** Only branches are stored, one [`TrieRow`] per branch keyed by its nibble path
-//! (one byte per nibble, so peers compare tries level by level). A branch holds its
-//! children's node hashes and, for each child that is a leaf, the leaf's application key:
-//! a leaf has no row of its own. So an update reads and writes branches only — replacing a
-//! key's value, adding a key beside a leaf (the leaf's key hash is recomputed from the key
-//! its parent holds) or removing one never reads a leaf, and a leaf that moves up or down
-//! when its neighbours come and go is not rewritten. A trie of a single key stores it at the
-//! root path as a [`TrieRow::Lone`] row. A leaf's value hash, which only a repair walk
-//! needs, is read from the state (see [`LogicalTrie`]).
-//!
-//! [`update`] works on a [`Nodes`] store that lends it each node to change in place — the
-//! engine's memory of a context's trie (`trie_memory`), or a [`MemoryTrie`].
+//! Updating a trie: a batch of changed keys applied in one pass down their paths, then the
+//! changed branches hashed a level at a time from the deepest up — several side by side
+//! where a level has several ([`branch_hashes`]), else each restarting from the chaining
+//! values it keeps ([`TrieBranch::hash_incremental`]). [`update`] takes each node it changes
+//! from a [`Nodes`] store and leaves it there changed: the engine's memory of a context's
+//! trie ([`super::memory`]), or a [`MemoryTrie`] for scratch builds. How and why, with
+//! measurements: `docs/trie-checkpoints.md`.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use weft_primitives::Hash;
 
-pub use weft_primitives::TrieLeaf as Leaf;
-pub use weft_primitives::{
-    branch_hash, branch_hashes, leaf_hash, BranchInput, Children, TrieBranch, TrieChild, TrieNode, TrieRow,
-    BRANCH_INPUT_LEN,
+use super::{
+    branch_hashes, leaf_hash, nibble, BranchInput, NibblePath, TrieBranch, TrieChild, TrieRow, BRANCH_INPUT_LEN, RADIX,
 };
 
-/// Number of children of a branch.
-pub const RADIX: usize = weft_primitives::TRIE_RADIX;
-
-/// Longest nibble path: two different keys' hashes differ before their 64th nibble.
-pub const MAX_DEPTH: usize = 64;
-
-/// The nibble of `hash` at `depth` (0..64).
-pub fn nibble(hash: &Hash, depth: usize) -> u8 {
-    let byte = hash.as_bytes().get(depth / 2).copied().unwrap_or(0);
-    if depth.is_multiple_of(2) {
-        byte >> 4
-    } else {
-        byte & 0x0F
-    }
-}
-
-/// A path of at most [`MAX_DEPTH`] nibbles, packed two to a byte: copied, hashed and compared
-/// without allocating. Paths order as their nibble sequences do (a path before its
-/// extensions), which is the order of their stored keys.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct NibblePath {
-    // Field order matters for `Ord`: the packed nibbles (unused ones zero), then the length.
-    bytes: [u8; MAX_DEPTH / 2],
-    len: u8,
-}
-
-impl NibblePath {
-    /// The root's path (no nibbles).
-    pub const ROOT: NibblePath = NibblePath { bytes: [0; MAX_DEPTH / 2], len: 0 };
-
-    /// How many nibbles (the depth of the node at this path).
-    pub fn depth(&self) -> usize {
-        usize::from(self.len)
-    }
-
-    /// Nibble `i` (0 past the end).
-    pub fn get(&self, i: usize) -> u8 {
-        if i >= self.depth() {
-            return 0;
-        }
-        let byte = self.bytes[i / 2];
-        if i.is_multiple_of(2) {
-            byte >> 4
-        } else {
-            byte & 0x0F
-        }
-    }
-
-    /// The path one nibble longer, or `None` past [`MAX_DEPTH`] (or for a nibble above 15).
-    pub fn child(&self, nibble: u8) -> Option<NibblePath> {
-        let i = self.depth();
-        if i >= MAX_DEPTH || nibble > 0x0F {
-            return None;
-        }
-        let mut out = *self;
-        out.bytes[i / 2] |= if i.is_multiple_of(2) { nibble << 4 } else { nibble };
-        out.len += 1;
-        Some(out)
-    }
-
-    /// The path one nibble shorter and that nibble, or `None` for the root.
-    pub fn parent(&self) -> Option<(NibblePath, u8)> {
-        let last = self.depth().checked_sub(1)?;
-        let nibble = self.get(last);
-        let mut out = *self;
-        out.bytes[last / 2] &= if last.is_multiple_of(2) { 0x0F } else { 0xF0 };
-        out.len -= 1;
-        Some((out, nibble))
-    }
-
-    /// The path of `nibbles` (one per byte, each below 16; at most [`MAX_DEPTH`]).
-    pub fn from_nibbles(nibbles: &[u8]) -> Option<NibblePath> {
-        let mut path = NibblePath::ROOT;
-        for n in nibbles {
-            path = path.child(*n)?;
-        }
-        Some(path)
-    }
-
-    /// The nibbles, one per byte (the form of stored keys and of paths on the wire).
-    pub fn to_nibbles(&self) -> Vec<u8> {
-        (0..self.depth()).map(|i| self.get(i)).collect()
-    }
-}
-
-impl std::hash::Hash for NibblePath {
-    /// The length and the bytes holding nibbles, a word at a time (nibbles past the length
-    /// are zero, so equal paths hash equally): one or two words for the paths of any trie
-    /// this side of 16^16 keys, where hashing all 33 bytes cost more than the lookup.
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let used = self.depth().div_ceil(2);
-        let mut first = [0u8; 8];
-        first.copy_from_slice(&self.bytes[..8]);
-        // The length spread over the word's bits (an odd multiplier), so that paths of other
-        // lengths do not collide by pattern.
-        state.write_u64(u64::from_le_bytes(first) ^ u64::from(self.len).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        for word in self.bytes[8..].chunks_exact(8).take(used.saturating_sub(1) / 8) {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(word);
-            state.write_u64(u64::from_le_bytes(bytes));
-        }
-    }
-}
-
-impl std::fmt::Debug for NibblePath {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "[")?;
-        for i in 0..self.depth() {
-            write!(f, "{:x}", self.get(i))?;
-        }
-        write!(f, "]")
-    }
-}
-
 /// A trie that contradicts itself (a branch naming a child branch its rows lack, or a path
-/// past [`MAX_DEPTH`]): a damaged store.
+/// past [`MAX_DEPTH`](super::MAX_DEPTH)): a damaged store.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("corrupt Merkle trie: {0}")]
 pub struct Corrupt(pub String);
@@ -536,180 +397,13 @@ impl MemoryTrie {
     }
 }
 
-/// Reads trie nodes by path, in their logical form (leaves with their keys and value
-/// hashes): what repair walks and [`diff`] compare.
-pub trait TrieStore {
-    /// The storage error.
-    type Error;
-    /// The node at `path` (nibbles, one per byte), if any.
-    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, Self::Error>;
-}
-
-/// Reads stored rows and leaf values: what [`LogicalTrie`] builds logical nodes from.
-pub trait RowSource {
-    /// The storage error.
-    type Error;
-    /// The row at `path`.
-    fn row(&self, path: &NibblePath) -> Result<Option<TrieRow>, Self::Error>;
-    /// `blake3` of the value `key` holds, or `None` if it holds none.
-    fn value_hash(&self, key: &[u8]) -> Result<Option<Hash>, Self::Error>;
-}
-
-/// The logical view of a trie stored as branch rows: a branch as its children, a leaf
-/// (held by its parent, or the root's lone row) with its value hash read from the state.
-/// A leaf whose state row is missing — a damaged store — gets a zero value hash, so a
-/// repair walk sees it differ and exchanges the key.
-pub struct LogicalTrie<R>(pub R);
-
-impl<R: RowSource> LogicalTrie<R> {
-    fn leaf(&self, key: &[u8]) -> Result<TrieNode, R::Error> {
-        let value_hash = self.0.value_hash(key)?.unwrap_or(Hash::ZERO);
-        Ok(TrieNode::Leaf(Leaf { key_hash: Hash::digest(key), value_hash, key: key.to_vec() }))
-    }
-}
-
-impl<R: RowSource> TrieStore for LogicalTrie<R> {
-    type Error = R::Error;
-    fn node(&self, path: &[u8]) -> Result<Option<TrieNode>, R::Error> {
-        let Some(path) = NibblePath::from_nibbles(path) else { return Ok(None) };
-        let Some((parent, n)) = path.parent() else {
-            return match self.0.row(&path)? {
-                None => Ok(None),
-                Some(TrieRow::Branch(b)) => Ok(Some(TrieNode::Branch(b.children()))),
-                Some(TrieRow::Lone(leaf)) => self.leaf(&leaf.key).map(Some),
-            };
-        };
-        // What the parent says is there decides where to look.
-        let Some(TrieRow::Branch(parent)) = self.0.row(&parent)? else { return Ok(None) };
-        match parent.child(n) {
-            TrieChild::Empty => Ok(None),
-            TrieChild::Leaf { key, .. } => self.leaf(key).map(Some),
-            TrieChild::Branch(_) => match self.0.row(&path)? {
-                Some(TrieRow::Branch(b)) => Ok(Some(TrieNode::Branch(b.children()))),
-                _ => Ok(None),
-            },
-        }
-    }
-}
-
-/// Where two tries differ (see [`diff`]).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct TrieDiff {
-    /// Application keys whose value differs or that only one side holds, sorted.
-    pub keys: Vec<Vec<u8>>,
-    /// Round trips a peer-to-peer diff needs: one per trie level visited.
-    pub rounds: usize,
-    /// Node pairs compared (the hashes two peers would exchange).
-    pub nodes_compared: usize,
-}
-
-/// The keys on which tries `ours` and `theirs` differ, found level by level: both
-/// roots are compared, and only children whose hashes differ are descended into,
-/// so `d` differing keys in tries of `n` keys cost O(d·log n) node comparisons in
-/// O(log n) rounds. Peers run the same walk over the network, one round per level.
-pub fn diff<A: TrieStore, B: TrieStore<Error = A::Error>>(ours: &A, theirs: &B) -> Result<TrieDiff, A::Error> {
-    let mut out = TrieDiff::default();
-    let mut keys = std::collections::BTreeSet::new();
-    let mut level: Vec<Vec<u8>> = vec![Vec::new()];
-    while !level.is_empty() {
-        out.rounds += 1;
-        let mut next = Vec::new();
-        for path in level {
-            out.nodes_compared += 1;
-            let a = ours.node(&path)?;
-            let b = theirs.node(&path)?;
-            if a.as_ref().map(TrieNode::hash) == b.as_ref().map(TrieNode::hash) {
-                continue;
-            }
-            match (a, b) {
-                (Some(TrieNode::Branch(x)), Some(TrieNode::Branch(y))) => {
-                    for n in 0u8..16 {
-                        let hx = x.iter().find(|(m, _)| *m == n).map(|(_, h)| h);
-                        let hy = y.iter().find(|(m, _)| *m == n).map(|(_, h)| h);
-                        if hx != hy {
-                            let mut child = path.clone();
-                            child.push(n);
-                            next.push(child);
-                        }
-                    }
-                }
-                (a, b) => {
-                    // A leaf or nothing on at least one side: every key below either differs,
-                    // unless both sides hold it with the same value.
-                    let mut left = BTreeMap::new();
-                    let mut right = BTreeMap::new();
-                    leaves_below(ours, &path, a, &mut left, &mut out.nodes_compared)?;
-                    leaves_below(theirs, &path, b, &mut right, &mut out.nodes_compared)?;
-                    for (key, hash) in &left {
-                        if right.get(key) != Some(hash) {
-                            keys.insert(key.clone());
-                        }
-                    }
-                    for key in right.keys() {
-                        if !left.contains_key(key) {
-                            keys.insert(key.clone());
-                        }
-                    }
-                }
-            }
-        }
-        level = next;
-    }
-    out.keys = keys.into_iter().collect();
-    Ok(out)
-}
-
-/// Every leaf at or below `path` (whose node is `node`): key → value hash.
-fn leaves_below<S: TrieStore>(
-    store: &S,
-    path: &[u8],
-    node: Option<TrieNode>,
-    out: &mut BTreeMap<Vec<u8>, Hash>,
-    visited: &mut usize,
-) -> Result<(), S::Error> {
-    let mut work = vec![(path.to_vec(), node)];
-    while let Some((path, node)) = work.pop() {
-        match node {
-            None => {}
-            Some(TrieNode::Leaf(leaf)) => {
-                out.insert(leaf.key, leaf.value_hash);
-            }
-            Some(TrieNode::Branch(children)) => {
-                for (n, _) in children {
-                    let mut child = path.clone();
-                    child.push(n);
-                    *visited += 1;
-                    let node = store.node(&child)?;
-                    work.push((child, node));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trie::{branch_hash, Leaf, MAX_DEPTH};
     use proptest::prelude::*;
 
     type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-    /// A [`MemoryTrie`] with the values of its keys: a [`RowSource`] for tests.
-    struct MemoryRows<'a> {
-        trie: &'a MemoryTrie,
-        values: &'a BTreeMap<Vec<u8>, Vec<u8>>,
-    }
-
-    impl RowSource for MemoryRows<'_> {
-        type Error = std::convert::Infallible;
-        fn row(&self, path: &NibblePath) -> Result<Option<TrieRow>, Self::Error> {
-            Ok(self.trie.0.get(path).cloned())
-        }
-        fn value_hash(&self, key: &[u8]) -> Result<Option<Hash>, Self::Error> {
-            Ok(self.values.get(key).map(|v| Hash::digest(v)))
-        }
-    }
 
     fn scratch(model: &Model) -> MemoryTrie {
         build_trie(model.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))).0
@@ -778,60 +472,6 @@ mod tests {
         }
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
-
-        /// The level-by-level diff names exactly the keys whose values differ or that one
-        /// side lacks.
-        #[test]
-        fn diff_finds_exactly_the_differing_keys(
-            base in proptest::collection::btree_map(key(), proptest::collection::vec(any::<u8>(), 0..3), 0..40),
-            edits in proptest::collection::vec((key(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3))), 0..8),
-        ) {
-            let mut other = base.clone();
-            for (k, v) in edits {
-                match v {
-                    Some(v) => other.insert(k, v),
-                    None => other.remove(&k),
-                };
-            }
-            let expected: Vec<Vec<u8>> = base
-                .keys()
-                .chain(other.keys())
-                .filter(|k| base.get(*k) != other.get(*k))
-                .cloned()
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            let (a, b) = (scratch(&base), scratch(&other));
-            let ours = LogicalTrie(MemoryRows { trie: &a, values: &base });
-            let theirs = LogicalTrie(MemoryRows { trie: &b, values: &other });
-            let Ok(d) = diff(&ours, &theirs);
-            prop_assert_eq!(&d.keys, &expected);
-            let Ok(back) = diff(&theirs, &ours);
-            prop_assert_eq!(&back.keys, &expected);
-        }
-    }
-
-    #[test]
-    fn diff_cost_follows_the_difference_not_the_size() {
-        let base: Model = (0u32..20_000).map(|i| (i.to_be_bytes().to_vec(), vec![1])).collect();
-        let mut other = base.clone();
-        for i in [5u32, 9_000, 19_999] {
-            other.insert(i.to_be_bytes().to_vec(), vec![2]);
-        }
-        let (a, b) = (scratch(&base), scratch(&other));
-        let ours = LogicalTrie(MemoryRows { trie: &a, values: &base });
-        let theirs = LogicalTrie(MemoryRows { trie: &b, values: &other });
-        let Ok(d) = diff(&ours, &theirs);
-        assert_eq!(d.keys.len(), 3);
-        // log16(20,000) ≈ 3.6: a handful of levels, and per differing key one path of nodes.
-        assert!(d.rounds <= 7, "{} rounds", d.rounds);
-        assert!(d.nodes_compared <= 3 * 7 + 1, "{} nodes compared", d.nodes_compared);
-        let Ok(same) = diff(&ours, &ours);
-        assert_eq!((same.keys.len(), same.nodes_compared), (0, 1));
-    }
-
     #[test]
     fn empty_and_single_key_roots() {
         assert_eq!(root_of(std::iter::empty()), Hash::ZERO);
@@ -897,23 +537,6 @@ mod tests {
             assert!(taken <= 5, "{taken} nodes taken in a trie of 4,096 keys");
         }
         assert!(trie.0.len() >= branches - 2, "rows are branches only");
-    }
-
-    #[test]
-    fn paths_pack_and_order_like_their_nibbles() {
-        let paths: Vec<Vec<u8>> = vec![vec![], vec![0], vec![0, 15], vec![1], vec![1, 0], vec![1, 0, 3], vec![15; 64]];
-        let packed: Vec<NibblePath> = paths.iter().map(|p| NibblePath::from_nibbles(p).expect("path")).collect();
-        for (path, nibbles) in packed.iter().zip(&paths) {
-            assert_eq!(&path.to_nibbles(), nibbles);
-        }
-        let mut sorted = packed.clone();
-        sorted.sort();
-        assert_eq!(sorted, packed, "packed paths sort as their nibble sequences");
-        assert_eq!(NibblePath::from_nibbles(&[15; 65]), None);
-        assert_eq!(NibblePath::from_nibbles(&[16]), None);
-        let deep = NibblePath::from_nibbles(&[1, 2, 3]).expect("path");
-        assert_eq!(deep.parent(), Some((NibblePath::from_nibbles(&[1, 2]).expect("path"), 3)));
-        assert_eq!(NibblePath::ROOT.parent(), None);
     }
 
     #[test]

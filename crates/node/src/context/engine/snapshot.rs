@@ -1,39 +1,11 @@
-//! Snapshots: joining a context with a long history without replaying it.
-//!
-//! A node that holds a context *serves* a snapshot from one consistent read view
-//! (a RocksDB snapshot, [`weft_store::Store::owned_snapshot`]), page by page, each
-//! page resumable from a [`SnapshotCursor`]:
-//!
-//! 1. a [`SnapshotHeader`]: the heads and root, the head deltas themselves (signed,
-//!    so checkable) and the counts, for progress;
-//! 2. the entries — every key's winning version with its value, tombstones
-//!    included — in key order ([`SnapshotPage::entries`]);
-//! 3. the DAG: every applied delta's id, parents and height, in id order
-//!    ([`SnapshotPage::dag`]), so that later deltas citing any of them as parents
-//!    are ready here and a delta citing one of them is never asked for again.
-//!
-//! A fresh node (no delta applied) *builds* a snapshot ([`SnapshotBuilder`], which
-//! checks each page as it arrives: order, sizes, shape) and installs it
-//! ([`ContextEngine::install_snapshot`]) in one atomic batch, only if it is whole and
-//! true to its claims:
-//!
-//! - the head deltas have valid ids and signatures, are authorized, and are the heads
-//!   the header names; with a single head, the claimed root must be that head's
-//!   signed `expected_root_hash` — the author's own post-apply root, which is the
-//!   root of the state at exactly those heads (with several heads, the root is the
-//!   serving peer's word, and anti-entropy with every other peer checks it later);
-//! - the DAG is closed (every parent is in it), every height is one more than its
-//!   parents' greatest, and its heads are exactly the header's;
-//! - every entry's version names a delta of the DAG;
-//! - the Merkle root of the entries, computed here from scratch, equals the claim.
-//!
-//! Anything else is a typed [`SnapshotError`] and nothing is written. After the
-//! install the node holds the state, versions, trie, DAG nodes and head deltas, but
-//! not the bodies of older deltas: it cannot serve those to a peer catching up by
-//! deltas (such a peer asks other peers, or takes a snapshot itself), and repair
-//! treats local entries whose delta came with a snapshot as sound. Deltas received
-//! while the snapshot was under way and left pending are released by the install;
-//! pending deltas the snapshot already covers are marked applied.
+//! Snapshots: joining a context with a long history without replaying it. A node that
+//! holds the context serves, from one RocksDB snapshot and page by page (resumable from a
+//! [`SnapshotCursor`]), a [`SnapshotHeader`], every key's winning entry and the DAG's ids;
+//! a fresh node checks each page as it arrives ([`SnapshotBuilder`]) and installs the
+//! whole ([`ContextEngine::install_snapshot`]) in one atomic batch only if it is true to its
+//! claims — signed heads, a closed DAG, entries backed by it, the root recomputed here —
+//! else a typed [`SnapshotError`] and nothing written. What is checked, and what a node
+//! joined this way lacks: `docs/repair-and-snapshots.md`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -47,7 +19,7 @@ use weft_store::{Backend, PrefixBy, RawTail, Read};
 
 use super::{lock, ApplyOutcome, Authorizer, ContextEngine, EngineError, RepairEntry};
 use crate::context::delta::{check_shape, check_signature, DeltaLimits};
-use crate::context::merkle;
+use crate::trie;
 
 /// Where a snapshot transfer stands: the next page starts after this point.
 #[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
@@ -433,7 +405,7 @@ impl<B: Backend> ContextEngine<B> {
         let live: Vec<(&[u8], &[u8])> =
             entries.iter().filter_map(|e| e.value.as_ref().map(|v| (e.key.as_slice(), v.as_slice()))).collect();
         let keys = live.len() as u64;
-        let (trie, root) = merkle::build_trie(live);
+        let (trie, root) = trie::build_trie(live);
         if root != header.root_hash {
             return Err(EngineError::Snapshot(SnapshotError::RootMismatch {
                 claimed: header.root_hash,

@@ -1,33 +1,10 @@
-//! Merkle repair: reconciling a context's state with a peer's when both hold the
-//! same deltas but the states (roots) differ.
-//!
-//! Two steps, both driven by the asking side ([`RepairWalk`]):
-//!
-//! 1. **Walk.** The asker sends its trie nodes at a set of paths (a [`WalkNode`] per
-//!    path: a branch's child hashes cut to [`WALK_HASH_BYTES`] bytes, or a leaf's key
-//!    and value hash). The responder compares each with its own node at that path
-//!    ([`ContextEngine::repair_walk_reply`]) and answers, per path, `Same`, its nodes
-//!    at the children whose hashes differ, or — where either side is not a branch —
-//!    its leaves below the path. The asker compares the children it got with its own
-//!    and sends its nodes at the grandchildren that differ: each round trip descends
-//!    two levels, and only where hashes differ. The walk ends with the keys whose
-//!    value hash differs or that one side lacks.
-//! 2. **Exchange.** The asker sends its entries (value or tombstone, with the winning
-//!    [`KeyVersion`]) for those keys and asks for the responder's; each side merges
-//!    the other's by the delta merge rule (a version wins only if it is greater), so
-//!    one session repairs both sides.
-//!
-//! **Nothing is adopted on a peer's word.** An entry is merged only if it is
-//! *backed*: its version names a delta applied here, with that timestamp and
-//! author, whose last action on the key is exactly that put (same value) or delete.
-//! A local entry that is not backed (corrupted rows) counts as absent and is replaced
-//! by a backed one, or dropped. So a peer sending bogus nodes can at worst waste a
-//! bounded walk, and bogus entries are rejected: a node never adopts a version that
-//! is not the result of a delta it holds, nor one that loses to what it has.
-//!
-//! Every merge is one atomic batch under the engine's apply lock — state rows,
-//! version rows, trie nodes, the root in ContextMeta and the key count — and the
-//! trie cache is updated only after the batch is written.
+//! Merkle repair: reconciling a context's state with a peer's when both hold the same
+//! deltas but their roots differ. The asker walks both tries from the root ([`RepairWalk`];
+//! the responder answers with [`ContextEngine::repair_walk_reply`]), two levels a round
+//! trip and only where hashes differ, to the keys that differ; then both sides exchange
+//! those keys' entries ([`RepairEntry`]) and merge each by the delta merge rule, adopting
+//! only entries backed by a delta applied here, in one atomic batch under the apply lock.
+//! The protocol, and why a peer's word is never taken: `docs/repair-and-snapshots.md`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -37,7 +14,7 @@ use weft_store::schema::{ContextDagDelta, ContextState, ContextStatus, DagNode, 
 use weft_store::{Backend, RawTail, Read};
 
 use super::{lock, ContextEngine, EngineError};
-use crate::context::merkle::{self, Change, TrieNode, TrieStore, RADIX};
+use crate::trie::{self, Change, TrieNode, TrieStore, RADIX};
 
 /// Bytes of each child hash a walk carries (a prefix of the blake3 hash).
 pub const WALK_HASH_BYTES: usize = 16;
@@ -312,7 +289,7 @@ fn leaves_below<S: TrieStore>(
 }
 
 /// The leaf for `key_hash` in `store`'s trie, if the key is in it.
-fn find_leaf<S: TrieStore>(store: &S, key_hash: &Hash) -> Result<Option<merkle::Leaf>, S::Error> {
+fn find_leaf<S: TrieStore>(store: &S, key_hash: &Hash) -> Result<Option<trie::Leaf>, S::Error> {
     let mut path = Vec::new();
     loop {
         match store.node(&path)? {
@@ -322,7 +299,7 @@ fn find_leaf<S: TrieStore>(store: &S, key_hash: &Hash) -> Result<Option<merkle::
                 if path.len() >= MAX_PATH {
                     return Ok(None);
                 }
-                let n = merkle::nibble(key_hash, path.len());
+                let n = trie::nibble(key_hash, path.len());
                 if !children.iter().any(|(m, _)| *m == n) {
                     return Ok(None);
                 }

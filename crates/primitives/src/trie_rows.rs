@@ -1,13 +1,16 @@
-//! Value structs of the context state engine's own bookkeeping (Generic column,
-//! sub-prefixes 0x01–0x08; see `docs/storage.md`): Merkle trie rows, per-key
-//! versions, DAG nodes, per-context status and divergence records.
+//! The Merkle trie's stored rows (Generic 0x01) and the node hashes they hold: the trie's
+//! format on disk and between peers, which every replica must compute byte for byte. A
+//! branch row keeps its children's hashes and its leaf children's keys; hashing it many at
+//! a time, or incrementally from kept blake3 chaining values, gives the same hash. The trie
+//! itself — updates, memory, checkpoints, repair — is weft-node's `trie` module; the row
+//! format is in `docs/storage.md`.
 
 use std::sync::LazyLock;
 
 use blake3::hazmat::{hash_derive_key_context, ContextKey, HasherExt};
 use borsh::{BorshDeserialize, BorshSerialize};
 
-use crate::{DeltaId, Hash, HybridTimestamp, PublicKey};
+use crate::Hash;
 
 /// Children of a Merkle trie branch.
 pub const TRIE_RADIX: usize = 16;
@@ -93,110 +96,6 @@ pub fn branch_hashes(inputs: &[BranchInput], out: &mut [Hash]) {
         );
         for (hash, bytes) in out.iter_mut().zip(bytes.chunks_exact(32)) {
             hash.0.copy_from_slice(bytes);
-        }
-    }
-}
-
-/// A Merkle trie leaf: one state entry, as a repair walk compares it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TrieLeaf {
-    /// `blake3(app key)`: the leaf's position in the trie.
-    pub key_hash: Hash,
-    /// `blake3(value)`.
-    pub value_hash: Hash,
-    /// The application key (so a diff can name the key that differs).
-    pub key: Vec<u8>,
-}
-
-impl TrieLeaf {
-    /// A leaf for `key` holding `value`.
-    pub fn new(key: &[u8], value: &[u8]) -> Self {
-        TrieLeaf { key_hash: Hash::digest(key), value_hash: Hash::digest(value), key: key.to_vec() }
-    }
-
-    /// The leaf's node hash (see [`leaf_hash`]).
-    pub fn hash(&self) -> Hash {
-        leaf_hash(&self.key_hash, &self.value_hash)
-    }
-}
-
-/// A Merkle trie node as peers compare them (the logical view a repair walks): a branch
-/// with its children's hashes, or a leaf with its key and value hash.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TrieNode {
-    /// At least two keys share this path: the hashes of the non-empty children, by nibble.
-    Branch(Children),
-    /// Exactly one key lives under this path.
-    Leaf(TrieLeaf),
-}
-
-/// A branch's children: `(nibble, hash)` in nibble order, and which of them are leaves
-/// (bit `n` of the mask for nibble `n`). The kinds are not part of the node's hash.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Children {
-    entries: Vec<(u8, Hash)>,
-    leaves: u16,
-}
-
-impl Children {
-    /// Children with `leaves` set at bit `n` when child `n` is a leaf.
-    pub fn new(entries: Vec<(u8, Hash)>, leaves: u16) -> Self {
-        Children { entries, leaves }
-    }
-
-    /// The mask of leaf children.
-    pub fn leaf_mask(&self) -> u16 {
-        self.leaves
-    }
-
-    /// Whether child `nibble` is a leaf (meaningless for a nibble without a child).
-    pub fn is_leaf(&self, nibble: u8) -> bool {
-        self.leaves.checked_shr(u32::from(nibble)).unwrap_or(0) & 1 == 1
-    }
-
-    /// The `(nibble, hash)` entries.
-    pub fn entries(&self) -> &[(u8, Hash)] {
-        &self.entries
-    }
-}
-
-impl std::ops::Deref for Children {
-    type Target = [(u8, Hash)];
-    fn deref(&self) -> &[(u8, Hash)] {
-        &self.entries
-    }
-}
-
-impl<'a> IntoIterator for &'a Children {
-    type Item = &'a (u8, Hash);
-    type IntoIter = std::slice::Iter<'a, (u8, Hash)>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.entries.iter()
-    }
-}
-
-impl IntoIterator for Children {
-    type Item = (u8, Hash);
-    type IntoIter = std::vec::IntoIter<(u8, Hash)>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.entries.into_iter()
-    }
-}
-
-impl TrieNode {
-    /// The node's hash.
-    pub fn hash(&self) -> Hash {
-        match self {
-            TrieNode::Leaf(leaf) => leaf.hash(),
-            TrieNode::Branch(children) => {
-                let mut hashes = [Hash::ZERO; TRIE_RADIX];
-                for (nibble, hash) in children {
-                    if let Some(slot) = hashes.get_mut(usize::from(*nibble)) {
-                        *slot = *hash;
-                    }
-                }
-                branch_hash(&hashes)
-            }
         }
     }
 }
@@ -289,6 +188,11 @@ impl TrieBranch {
     /// Whether it has no children (never stored so).
     pub fn is_empty(&self) -> bool {
         self.present == 0
+    }
+
+    /// Bit `n` set: child `n` exists.
+    pub fn child_mask(&self) -> u16 {
+        self.present
     }
 
     /// Bit `n` set: child `n` is a leaf.
@@ -578,14 +482,6 @@ impl TrieBranch {
         }
         Hash(out)
     }
-
-    /// The logical form: `(nibble, hash)` per child and the leaf mask.
-    pub fn children(&self) -> Children {
-        let hashes = self.hashes();
-        let entries =
-            (0..TRIE_RADIX as u8).filter(|n| self.present >> n & 1 == 1).map(|n| (n, hashes[usize::from(n)])).collect();
-        Children::new(entries, self.leaves)
-    }
 }
 
 /// The one leaf of a trie that holds a single key, stored at the root path.
@@ -695,68 +591,6 @@ impl BorshDeserialize for TrieRow {
             tag => Err(invalid(format!("unknown trie row tag {tag}"))),
         }
     }
-}
-
-/// The version of the write that currently wins for one key (last-writer-wins).
-///
-/// Versions compare by `(hlc, author, delta_id)`: the delta id breaks the tie a
-/// misbehaving author could create by reusing a timestamp, so every replica picks
-/// the same winner.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, BorshSerialize, BorshDeserialize)]
-pub struct KeyVersion {
-    /// The writing delta's timestamp.
-    pub hlc: HybridTimestamp,
-    /// The writing delta's author.
-    pub author: PublicKey,
-    /// The writing delta.
-    pub delta_id: DeltaId,
-    /// Whether the winning write is a delete (a tombstone).
-    pub deleted: bool,
-}
-
-/// A delta's place in the causal DAG.
-#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-pub struct DagNodeValue {
-    /// The delta's parents.
-    pub parents: Vec<DeltaId>,
-    /// 0 for a root, else 1 + the greatest parent height.
-    pub height: u64,
-}
-
-/// Counters and divergence state of one context.
-#[derive(Clone, Debug, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-pub struct ContextStatusValue {
-    /// Deltas applied.
-    pub delta_count: u64,
-    /// Deltas waiting for parents.
-    pub pending_count: u64,
-    /// Live keys in the state.
-    pub key_count: u64,
-    /// Whether a root mismatch was seen and not yet repaired.
-    pub diverged: bool,
-    /// Root mismatches seen, ever.
-    pub divergences: u64,
-}
-
-/// A root mismatch, recorded for repair: the delta that was applied exactly on its
-/// parents, the root its author reported and the root this node computed.
-///
-/// Repair compares this node's trie with a peer's level by level from the position
-/// named here (the delta's parents) to find the keys that differ.
-#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-pub struct DivergenceValue {
-    /// The root the delta's author reported after applying it.
-    pub expected: Hash,
-    /// The root this node computed after applying it.
-    pub actual: Hash,
-    /// The delta's parents: the state both sides started from.
-    pub parents: Vec<DeltaId>,
-    /// The delta's author.
-    pub author: PublicKey,
-    /// The delta's timestamp.
-    pub hlc: HybridTimestamp,
-    /// Local wall-clock time when the mismatch was seen (ms since the epoch).
-    pub seen_at_ms: u64,
 }
 
 #[cfg(test)]
