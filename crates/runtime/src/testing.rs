@@ -94,9 +94,18 @@ impl Host for MemoryHost {
     }
 }
 
-/// The directory holding the repository's `apps/` workspace.
+/// The directory holding the repository's `apps/` workspace: found upwards from the package
+/// whose tests are running (cargo sets `CARGO_MANIFEST_DIR` when it runs them), so a build
+/// directory reused by another checkout of the repository does not point at the first one.
 pub fn apps_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps")
+    let start = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    start
+        .ancestors()
+        .map(|dir| dir.join("apps"))
+        .find(|apps| apps.join("Cargo.toml").is_file())
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps"))
 }
 
 /// Where the example applications are built: `wasm-apps` under the outer build's target

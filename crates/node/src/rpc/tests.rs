@@ -29,7 +29,10 @@ fn contract() -> BTreeSet<String> {
 }
 
 fn api_md() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/api.md");
+    // The running test's package directory (cargo sets it), not the one it was compiled in: a
+    // build directory may be shared by several checkouts.
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    let path = Path::new(&dir).join("../../docs/api.md");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
