@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use weft_node::config::{ConfigError, Multiaddr, NodeConfig};
 use weft_primitives::SecretKey;
+use zeroize::Zeroizing;
 
 /// Errors around the home directory.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +73,26 @@ pub enum HomeError {
     /// The home has not been initialized.
     #[error("{0} is not an initialized weft home (run `weftd init --home {0}`)")]
     NotInitialized(PathBuf),
+    /// The home or a secret in it can be read (or entered) by users other than its owner.
+    #[error("{path} is open to other users (mode {mode:04o}); refusing to use it: run `chmod {fix:o} {path}`")]
+    Exposed {
+        /// The directory or file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+        /// The mode to set.
+        fix: u32,
+    },
+}
+
+/// Refuses `path` if its group or others have any permission on it: the node key and the admin
+/// token are as good as public on a shared machine otherwise.
+fn owner_only(path: &Path, fix: u32) -> Result<(), HomeError> {
+    let mode = fs::metadata(path).map_err(io(path))?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(HomeError::Exposed { path: path.to_path_buf(), mode, fix });
+    }
+    Ok(())
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> HomeError + '_ {
@@ -219,14 +240,13 @@ impl Home {
     pub fn load_key(&self) -> Result<SecretKey, HomeError> {
         let path = self.key_path();
         let text = read_secret(&path)?;
-        let mut seed = [0u8; 32];
-        hex::decode_to_slice(text.trim(), &mut seed).map_err(|e| HomeError::BadSecret {
+        // The text and the seed are wiped when dropped, on error too.
+        let mut seed = Zeroizing::new([0u8; 32]);
+        hex::decode_to_slice(text.trim(), seed.as_mut()).map_err(|e| HomeError::BadSecret {
             path: path.clone(),
             reason: format!("expected 64 hex characters (an Ed25519 seed): {e}"),
         })?;
-        let key = SecretKey::from_bytes(&seed);
-        seed.fill(0);
-        Ok(key)
+        Ok(SecretKey::from_bytes(&seed))
     }
 
     /// Reads the admin token.
@@ -248,6 +268,7 @@ impl Home {
         if !self.config_path().exists() {
             return Err(HomeError::NotInitialized(self.root.clone()));
         }
+        owner_only(&self.root, 0o700)?;
         let path = self.lock_path();
         let mut file = OpenOptions::new()
             .read(true)
@@ -290,12 +311,10 @@ pub fn write_secret(path: &Path, text: &str) -> Result<(), HomeError> {
     file.sync_all().map_err(io(path))
 }
 
-fn read_secret(path: &Path) -> Result<String, HomeError> {
-    let meta = fs::metadata(path).map_err(io(path))?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        tracing::warn!(path = %path.display(), "secret file is readable by others; chmod 600 it");
-    }
-    fs::read_to_string(path).map_err(io(path))
+/// Reads a secret file (owner-only, or refused) into a buffer wiped when dropped.
+fn read_secret(path: &Path) -> Result<Zeroizing<String>, HomeError> {
+    owner_only(path, 0o600)?;
+    fs::read_to_string(path).map(Zeroizing::new).map_err(io(path))
 }
 
 /// The home's lock, held while this guard lives.
@@ -362,5 +381,26 @@ mod tests {
         fs::write(home.key_path(), "zz").unwrap();
         let err = home.load_key().err().unwrap();
         assert!(matches!(err, HomeError::BadSecret { .. }), "{err}");
+    }
+
+    #[test]
+    fn secrets_and_a_home_open_to_others_are_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home { root: dir.path().join("h") };
+        home.init(&InitOptions::default()).unwrap();
+        type Load = fn(&Home) -> Result<(), HomeError>;
+        let loads: [(PathBuf, Load); 2] =
+            [(home.key_path(), |h| h.load_key().map(drop)), (home.token_path(), |h| h.load_token().map(drop))];
+        for (path, load) in loads {
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+            let err = load(&home).unwrap_err();
+            assert!(matches!(err, HomeError::Exposed { mode: 0o640, fix: 0o600, .. }), "{err}");
+            assert!(err.to_string().contains(&format!("chmod 600 {}", path.display())), "{err}");
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+            load(&home).unwrap();
+        }
+        fs::set_permissions(home.root(), fs::Permissions::from_mode(0o755)).unwrap();
+        let err = home.lock().err().unwrap();
+        assert!(err.to_string().contains(&format!("chmod 700 {}", home.root().display())), "{err}");
     }
 }

@@ -1,5 +1,6 @@
 //! A node stopped with SIGTERM and started again has every key, delta, blob and head it
-//! had, and a second weftd on the same home is refused while the first runs.
+//! had, and a second weftd on the same home is refused while the first runs, as is a home
+//! whose node key other users can read.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -91,4 +92,18 @@ fn run_alone_initializes_a_new_home_and_init_is_idempotent() {
     let out = Command::new(WEFTD).args(["init", "--rpc-listen", "127.0.0.1:1", "--home"]).arg(&home).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("rpc.listen"));
+}
+
+#[test]
+fn weftd_refuses_to_start_on_a_key_others_can_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    init(dir.path());
+    let key = dir.path().join("node-key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new(WEFTD).args(["run", "--home"]).arg(dir.path()).output().unwrap();
+    assert!(!out.status.success(), "weftd started on a world-readable key");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("chmod 600 {}", key.display())), "{stderr}");
+    assert!(!dir.path().join("rpc-addr").exists(), "weftd served before refusing");
 }

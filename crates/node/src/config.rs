@@ -139,7 +139,8 @@ pub enum WalSync {
     Sync,
     /// Write the WAL through the OS page cache: survives a crash of weftd, not of the machine.
     Buffered,
-    /// As `buffered`, plus an fsync every `wal_sync_interval_ms`.
+    /// As `buffered`, plus an fsync every `wal_sync_interval_ms`. A failed fsync is logged,
+    /// counted (`weft_store_wal_sync_failures_total`) and turns `/ready` to 503 until one succeeds.
     Periodic,
 }
 
@@ -468,7 +469,8 @@ memory_budget_mb = {memory_budget_mb}
 write_buffer_mb = {write_buffer_mb}
 # When a write reaches the disk: "sync" (fsync every write; survives power loss),
 # "buffered" (survives a crash of weftd, not of the machine) or "periodic"
-# (buffered, plus an fsync every wal_sync_interval_ms). Default "buffered".
+# (buffered, plus an fsync every wal_sync_interval_ms; a failed fsync is logged and
+# makes /ready answer 503 until one succeeds). Default "buffered".
 wal_sync = "{wal}"
 # fsync interval for wal_sync = "periodic", in milliseconds. Default 1000.
 wal_sync_interval_ms = {wal_sync_interval_ms}

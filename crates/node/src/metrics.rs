@@ -97,6 +97,9 @@ node_metrics! {
     block_cache_pinned: Gauge = "rocksdb_block_cache_pinned_bytes", "Bytes pinned in the block cache";
     running_compactions: Gauge = "rocksdb_running_compactions", "Compactions running now";
     running_flushes: Gauge = "rocksdb_running_flushes", "Flushes running now";
+    wal_sync_failures: Counter = "store_wal_sync_failures",
+        "Background WAL syncs (wal_sync = \"periodic\") that failed: writes acknowledged since the last good sync \
+         may not survive a power loss, and /ready answers 503 until a sync succeeds";
 }
 
 impl Default for NodeMetrics {
@@ -212,6 +215,11 @@ impl NodeMetrics {
             self.block_cache_pinned.set(gauge(stats.block_cache_pinned));
             self.running_compactions.set(gauge(stats.running_compactions));
             self.running_flushes.set(gauge(stats.running_flushes));
+            // The store counts; the counter catches up at each scrape (under the scrape lock).
+            let seen = self.wal_sync_failures.get();
+            if stats.wal_sync_failures > seen {
+                self.wal_sync_failures.inc_by(stats.wal_sync_failures - seen);
+            }
         }
         let mut out = String::new();
         // Encoding into a String cannot fail.

@@ -1,4 +1,5 @@
-//! Storage statistics for `/metrics` and `weftd inspect`, read from RocksDB's properties.
+//! Storage statistics for `/metrics` and `weftd inspect`, read from RocksDB's properties, and
+//! the health of its background WAL syncs for `/ready`.
 //!
 //! Every figure is RocksDB's own estimate (`rocksdb.estimate-num-keys` counts
 //! overwritten and deleted keys until compaction drops them), cheap to read at any
@@ -39,12 +40,19 @@ pub struct StoreStats {
     pub running_compactions: u64,
     /// Flushes running now.
     pub running_flushes: u64,
+    /// Background WAL syncs that failed since the store opened.
+    pub wal_sync_failures: u64,
 }
 
 /// A backend that can report [`StoreStats`].
 pub trait BackendStats {
     /// The current figures, or `None` when the backend has none to give.
     fn store_stats(&self) -> Option<StoreStats>;
+
+    /// Why the last background WAL sync failed, while syncs fail (cheap: read by `/ready`).
+    fn wal_sync_error(&self) -> Option<String> {
+        None
+    }
 }
 
 impl BackendStats for RocksBackend {
@@ -71,7 +79,12 @@ impl BackendStats for RocksBackend {
             block_cache_pinned: prop("rocksdb.block-cache-pinned-usage"),
             running_compactions: prop("rocksdb.num-running-compactions"),
             running_flushes: prop("rocksdb.num-running-flushes"),
+            wal_sync_failures: self.wal_sync_health().failures(),
         })
+    }
+
+    fn wal_sync_error(&self) -> Option<String> {
+        self.wal_sync_health().error()
     }
 }
 

@@ -68,6 +68,37 @@ fn client(addr: SocketAddr) -> HttpClient {
     HttpClient::builder().set_headers(headers()).build(format!("http://{addr}")).unwrap()
 }
 
+/// The status of `GET /metrics` sent with `authorization` as the header's value.
+fn metrics_status(addr: SocketAddr, authorization: &str) -> u16 {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: {authorization}\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_token_is_checked_whatever_the_scheme_case_and_its_length() {
+    let handle = server(Arc::new(NodeMetrics::new())).await;
+    let addr = handle.local_addr();
+    tokio::task::spawn_blocking(move || {
+        // The scheme is case-insensitive (RFC 9110): clients that send "bearer" get in.
+        for scheme in ["Bearer", "bearer", "BEARER"] {
+            assert_eq!(metrics_status(addr, &format!("{scheme} {TOKEN}")), 200, "{scheme}");
+        }
+        // A prefix, an extension, another token of the same length, another scheme: refused.
+        for wrong in [&TOKEN[..31], &format!("{TOKEN}0"), "fedcba9876543210fedcba9876543210", ""] {
+            assert_eq!(metrics_status(addr, &format!("Bearer {wrong}")), 401, "{wrong:?}");
+        }
+        assert_eq!(metrics_status(addr, &format!("Basic {TOKEN}")), 401);
+        assert_eq!(metrics_status(addr, TOKEN), 401);
+    })
+    .await
+    .unwrap();
+    handle.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn calls_wait_for_the_store_and_ready_turns_200_when_it_opens() {
     let metrics = Arc::new(NodeMetrics::new());

@@ -36,7 +36,7 @@ pub mod segment;
 pub mod store;
 
 pub use backend::memory::MemoryBackend;
-pub use backend::rocks::{Durability, RocksBackend, RocksConfig};
+pub use backend::rocks::{Durability, RocksBackend, RocksConfig, WalSyncHealth};
 pub use backend::{Backend, RawRead};
 pub use codec::{BorshCodec, Raw, Unit, ValueCodec};
 pub use column::{__const_str_eq, Access, ColumnOptions, ColumnSet};

@@ -3,7 +3,7 @@
 //! | path | auth | answer |
 //! |---|---|---|
 //! | `GET /health` | none | 200 while the process serves HTTP |
-//! | `GET /ready` | none | 200 once the node can serve calls, else 503 |
+//! | `GET /ready` | none | 200 once the node can serve calls, else 503 saying why (the store is not open yet, or its WAL cannot be synced) |
 //! | `GET /metrics` | bearer | Prometheus text exposition |
 //! | `POST /`, WebSocket `/ws` (also `/`) | bearer | JSON-RPC 2.0 |
 //! | anything else | — | 404 |
@@ -24,8 +24,8 @@ use tower::{Layer, Service};
 
 /// What the HTTP layer asks of the node.
 pub trait Probe: Send + Sync + 'static {
-    /// Whether the node can serve calls.
-    fn ready(&self) -> bool;
+    /// Whether the node can serve calls, or why not (the 503's body).
+    fn ready(&self) -> Result<(), String>;
     /// The metrics exposition.
     fn metrics(&self) -> String;
 }
@@ -72,10 +72,18 @@ fn unauthorized(reason: &str) -> HttpResponse {
     response
 }
 
-/// Constant-time comparison (for equal lengths; a length mismatch returns early, which only
-/// reveals the length).
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whether the presented token is the expected one, in time that depends on neither: both are
+/// hashed first, and the two digests (always 32 bytes) compared in constant time, so neither a
+/// wrong byte's position nor a wrong length shows in the answer's timing.
+fn same(presented: &[u8], expected: &[u8]) -> bool {
+    blake3::hash(presented) == blake3::hash(expected)
+}
+
+/// The credentials of an `Authorization: Bearer <token>` header; the scheme is
+/// case-insensitive (RFC 9110, 11.1), and any other scheme presents nothing.
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at(value.iter().position(|b| *b == b' ')?);
+    scheme.eq_ignore_ascii_case(b"bearer").then(|| rest.trim_ascii())
 }
 
 impl<S> Admin<S> {
@@ -84,11 +92,10 @@ impl<S> Admin<S> {
         let Some(value) = req.headers().get(header::AUTHORIZATION) else {
             return Some(unauthorized("missing Authorization: Bearer <token> (the token is in <home>/admin-token)"));
         };
-        let presented = value.as_bytes().strip_prefix(b"Bearer ").unwrap_or(b"");
-        if same(presented, &self.token) {
-            None
-        } else {
-            Some(unauthorized("wrong bearer token"))
+        match bearer(value.as_bytes()) {
+            Some(presented) if same(presented, &self.token) => None,
+            Some(_) => Some(unauthorized("wrong bearer token")),
+            None => Some(unauthorized("the Authorization header must use the Bearer scheme: Bearer <token>")),
         }
     }
 }
@@ -112,14 +119,11 @@ where
         let ready = |r: HttpResponse| -> BoxFuture { Box::pin(async move { Ok(r) }) };
         match (req.method(), req.uri().path()) {
             (&Method::GET, "/health") => ready(text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into())),
-            (&Method::GET, "/ready") => ready(if self.probe.ready() {
-                text(StatusCode::OK, "text/plain; charset=utf-8", "ready\n".into())
-            } else {
-                text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "text/plain; charset=utf-8",
-                    "not ready: the store is not open yet\n".into(),
-                )
+            (&Method::GET, "/ready") => ready(match self.probe.ready() {
+                Ok(()) => text(StatusCode::OK, "text/plain; charset=utf-8", "ready\n".into()),
+                Err(why) => {
+                    text(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", format!("not ready: {why}\n"))
+                }
             }),
             (&Method::GET, "/metrics") => match self.check_auth(&req) {
                 Some(denied) => ready(denied),
@@ -146,7 +150,17 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::same;
+    use super::{bearer, same};
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_required() {
+        assert_eq!(bearer(b"Bearer tok"), Some(&b"tok"[..]));
+        assert_eq!(bearer(b"bearer tok"), Some(&b"tok"[..]));
+        assert_eq!(bearer(b"BEARER  tok "), Some(&b"tok"[..]));
+        assert_eq!(bearer(b"Basic tok"), None);
+        assert_eq!(bearer(b"Bearertok"), None);
+        assert_eq!(bearer(b"tok"), None);
+    }
 
     #[test]
     fn token_comparison() {

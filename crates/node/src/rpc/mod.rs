@@ -67,9 +67,14 @@ impl<B: Backend> Shared<B> {
 }
 
 impl<B: Backend + BackendStats> http::Probe for Shared<B> {
-    fn ready(&self) -> bool {
+    fn ready(&self) -> Result<(), String> {
         // The daemon hands over the service once the store is open and the swarm listens.
-        self.service.get().is_some()
+        let service = self.service.get().ok_or("the store is not open yet")?;
+        // A node whose WAL cannot be synced acknowledges writes it may lose: not ready.
+        match service.store().backend().wal_sync_error() {
+            Some(error) => Err(format!("the store's WAL cannot be synced ({error})")),
+            None => Ok(()),
+        }
     }
 
     fn metrics(&self) -> String {

@@ -11,8 +11,9 @@
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -80,6 +81,8 @@ pub struct RocksBackend {
     /// writes between checking their preconditions and committing them.
     commit_lock: RwLock<()>,
     flusher: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
+    /// What the background WAL syncs of [`Durability::Periodic`] have met.
+    wal_sync: Arc<WalSyncHealth>,
     // Kept alive for the life of the database.
     _cache: Cache,
     _write_buffers: WriteBufferManager,
@@ -138,8 +141,14 @@ impl RocksBackend {
         let db = Arc::new(DB::open_cf_descriptors(&db_opts, &path, descriptors)?);
         let mut write_options = WriteOptions::default();
         write_options.set_sync(config.durability == Durability::Sync);
+        let wal_sync = Arc::new(WalSyncHealth::default());
         let flusher = match config.durability {
-            Durability::Periodic(every) => Some(spawn_flusher(Arc::clone(&db), every)?),
+            Durability::Periodic(every) => {
+                let db = Arc::clone(&db);
+                Some(spawn_flusher(every, Arc::clone(&wal_sync), move || {
+                    db.flush_wal(true).map_err(|e| e.to_string())
+                })?)
+            }
             _ => None,
         };
         let db = DbAndHandles::try_new(db, |db| {
@@ -154,6 +163,7 @@ impl RocksBackend {
             point_reads: ReadOptions::default(),
             commit_lock: RwLock::new(()),
             flusher,
+            wal_sync,
             _cache: cache,
             _write_buffers: write_buffers,
         })
@@ -162,6 +172,12 @@ impl RocksBackend {
     /// The directory the database lives in.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What the background WAL syncs have met (under [`Durability::Periodic`]; the other
+    /// policies sync with each write, or never, and report no failure here).
+    pub fn wal_sync_health(&self) -> &WalSyncHealth {
+        &self.wal_sync
     }
 
     /// Writes an openable copy of the database to `path`, which must not exist yet: a
@@ -221,20 +237,68 @@ impl Drop for RocksBackend {
             drop(stop);
             let _ = handle.join();
         }
-        // Leave the WAL durable on a clean close whatever the policy.
-        let _ = self.db().flush_wal(true);
+        // Leave the WAL durable on a clean close whatever the policy. Drop cannot return the
+        // error: it is logged, and a caller that must know flushes first (`Backend::flush`).
+        if let Err(e) = self.db().flush_wal(true) {
+            tracing::error!(path = %self.path.display(), error = %e, "syncing the WAL at close failed");
+        }
     }
 }
 
-fn spawn_flusher(db: Arc<DB>, every: Duration) -> Result<(mpsc::Sender<()>, JoinHandle<()>)> {
+/// What the background WAL syncs of [`Durability::Periodic`] have met: a failed sync means
+/// writes acknowledged since the last good one may not survive a power loss, so it is
+/// counted, logged, and reported by [`RocksBackend::wal_sync_error`] until a sync succeeds.
+#[derive(Debug, Default)]
+pub struct WalSyncHealth {
+    failures: AtomicU64,
+    failing: Mutex<Option<String>>,
+}
+
+impl WalSyncHealth {
+    /// Failed syncs since the database was opened.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// The last sync's error, if the last sync failed.
+    pub fn error(&self) -> Option<String> {
+        self.failing.lock().map_or_else(|p| p.into_inner().clone(), |f| f.clone())
+    }
+
+    /// The sync failed with `error`.
+    fn failed(&self, error: String) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+        if failing.is_none() {
+            tracing::error!(%error, "syncing the WAL failed: writes since the last good sync may be lost on power loss");
+        }
+        *failing = Some(error);
+    }
+
+    /// The sync succeeded.
+    fn succeeded(&self) {
+        let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+        if failing.take().is_some() {
+            tracing::info!("syncing the WAL works again");
+        }
+    }
+}
+
+/// Runs `sync` every `every` until the sender is dropped, recording each outcome in `health`.
+fn spawn_flusher(
+    every: Duration,
+    health: Arc<WalSyncHealth>,
+    sync: impl Fn() -> std::result::Result<(), String> + Send + 'static,
+) -> Result<(mpsc::Sender<()>, JoinHandle<()>)> {
     let (tx, rx) = mpsc::channel::<()>();
     let handle = std::thread::Builder::new()
         .name("weft-wal-sync".into())
         .spawn(move || loop {
             match rx.recv_timeout(every) {
-                Err(RecvTimeoutError::Timeout) => {
-                    let _ = db.flush_wal(true);
-                }
+                Err(RecvTimeoutError::Timeout) => match sync() {
+                    Ok(()) => health.succeeded(),
+                    Err(error) => health.failed(error),
+                },
                 _ => return,
             }
         })
@@ -587,5 +651,44 @@ impl Backend for RocksBackend {
         self.db().flush_cfs_opt(&cfs, &FlushOptions::default())?;
         self.db().flush_wal(true)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Instant;
+
+    fn until(what: &str, check: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !check() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn failed_wal_syncs_are_counted_and_reported_until_one_succeeds() {
+        let health = Arc::new(WalSyncHealth::default());
+        let broken = Arc::new(AtomicBool::new(true));
+        let disk = Arc::clone(&broken);
+        let (stop, handle) = spawn_flusher(Duration::from_millis(1), Arc::clone(&health), move || {
+            if disk.load(Ordering::SeqCst) {
+                Err("IO error: No space left on device".into())
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap();
+        until("two failed syncs", || health.failures() >= 2);
+        assert_eq!(health.error().as_deref(), Some("IO error: No space left on device"));
+        broken.store(false, Ordering::SeqCst);
+        until("a good sync", || health.error().is_none());
+        let failures = health.failures();
+        drop(stop);
+        handle.join().unwrap();
+        assert_eq!(health.failures(), failures, "a good sync does not count as a failure");
     }
 }
