@@ -6,7 +6,8 @@
 //! op decodes canonically; [`check_shape`] and (when the shape passes) [`check_signature`]
 //! answer without panicking; a sealed body that opens under the key is a group-private body
 //! that seals and opens again to itself, and a plain group-private body seals and opens to
-//! itself; a rotation envelope addressed to the seed's key opens to the key its op names.
+//! itself; a rotation envelope addressed to the seed's key opens without panicking, to the key
+//! its op names when the op passed the shape check (which holds envelopes to the op's key id).
 //! Recorded ops carry their group's key and a member's seed, so theirs open.
 
 use weft_node::governance::{check_shape, check_signature, decode_op, open_rotation, OpLimits};
@@ -21,12 +22,16 @@ pub fn governance_op(data: &[u8]) {
     let limits = OpLimits::default();
     let Ok(op) = decode_op(bytes, &limits) else { return };
     encodes_to(&op, bytes, "governance op");
-    if check_shape(&op, &limits).is_ok() {
+    let shaped = check_shape(&op, &limits).is_ok();
+    if shaped {
         let _ = check_signature(&op);
     }
     let key = GroupKey::from_bytes(key);
     sealed_body(&key, &op.content);
-    if let Some(Ok(delivered)) = open_rotation(&op, &SecretKey::from_bytes(&seed)) {
+    // The shape check holds every envelope to the op's key id; the node opens a rotation only
+    // once the op passed it.
+    let opened = open_rotation(&op, &SecretKey::from_bytes(&seed));
+    if let (true, Some(Ok(delivered))) = (shaped, opened) {
         let named = match &op.content.body {
             OpBody::KeyRotated { key_id, .. } | OpBody::NamespaceKeyRotated { key_id, .. } => Some(*key_id),
             _ => None,
