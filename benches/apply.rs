@@ -45,9 +45,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use common::deltas::{key, key_into, preloaded, Signer, PRELOAD};
 use common::mix;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use weft_node::context::merkle::{self, Change};
-use weft_node::context::trie_memory::{StoredRows, TrieMemory};
-use weft_node::context::{check_signatures, stage_trie, AnyAuthor, EngineConfig};
+use weft_node::context::{check_signatures, AnyAuthor, EngineConfig};
+use weft_node::trie::{self, stage_trie, Change, StoredRows, TrieMemory};
 use weft_primitives::ContextId;
 use weft_store::schema::{Column, ContextState};
 use weft_store::{RawTail, RocksBackend, Store};
@@ -95,7 +94,7 @@ fn bench(c: &mut Criterion) {
     for (label, size) in [("1k", 1_000u64), ("100k", 100_000), ("1m", 1_000_000)] {
         let ctx = ContextId::from_bytes([size as u8 ^ 0x55; 32]);
         let keys: Vec<Vec<u8>> = (0..size).map(key).collect();
-        let (built, _) = merkle::build_trie(keys.iter().map(|k| (k.as_slice(), &[1u8; 32][..])));
+        let (built, _) = trie::build_trie(keys.iter().map(|k| (k.as_slice(), &[1u8; 32][..])));
         let rows: Vec<_> = built.0.into_iter().map(|(path, row)| (path, Some(row))).collect();
         let mut batch = engine.store().batch();
         stage_trie(&ctx, rows.iter().map(|(p, r)| (p, r)), &mut batch);
@@ -163,7 +162,7 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     let ctx = ContextId::from_bytes([0xC4; 32]);
     let keys: Vec<Vec<u8>> = (0..PRELOAD).map(key).collect();
-    let (built, _) = merkle::build_trie(keys.iter().map(|k| (k.as_slice(), &[2u8; 32][..])));
+    let (built, _) = trie::build_trie(keys.iter().map(|k| (k.as_slice(), &[2u8; 32][..])));
     drop(keys);
     let dirty = || {
         let mut memory = TrieMemory::new(0);

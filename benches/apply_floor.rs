@@ -49,9 +49,8 @@ mod common;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use common::deltas::{key, preloaded, Signer, PRELOAD};
-use weft_node::context::merkle::{self, Change};
-use weft_node::context::trie_memory::{StoredRows, TrieMemory};
 use weft_node::context::{check_signatures, AnyAuthor, EngineConfig};
+use weft_node::trie::{self, Change, StoredRows, TrieMemory};
 use weft_primitives::{Action, ContextDagDeltaValue, ContextId, DagNodeValue, DivergenceValue, KeyVersion};
 use weft_store::schema::{
     Column, ContextDagDelta, ContextMeta, ContextState, ContextStatus, DagNode, DivergenceRecord, StateVersion,
@@ -169,7 +168,7 @@ fn main() {
 fn trie_pass(deltas: u64, actions: u64) -> Measured {
     let ctx = ContextId::from_bytes([9; 32]);
     let keys: Vec<Vec<u8>> = (0..PRELOAD).map(key).collect();
-    let (built, _) = merkle::build_trie(keys.iter().map(|k| (k.as_slice(), &[0xAB; 32][..])));
+    let (built, _) = trie::build_trie(keys.iter().map(|k| (k.as_slice(), &[0xAB; 32][..])));
     drop(keys);
     let mut memory = TrieMemory::new(EngineConfig::default().trie_cache_bytes);
     for (path, row) in &built.0 {

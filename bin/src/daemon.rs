@@ -254,8 +254,8 @@ pub fn backup(home: &Home, dest: &Path, include_secrets: bool) -> Result<(), Dae
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o700)).map_err(other)?;
     }
-    let checkpoint = rocksdb::checkpoint::Checkpoint::new(store.backend().db()).map_err(other)?;
-    checkpoint.create_checkpoint(dest.join("data")).map_err(other)?;
+    let copy = dest.join("data");
+    store.backend().checkpoint(&copy).map_err(|source| DaemonError::Store { path: copy.clone(), source })?;
     std::fs::copy(home.config_path(), dest.join("config.toml")).map_err(other)?;
     let mut copied = vec!["data/", "config.toml"];
     if !include_secrets {

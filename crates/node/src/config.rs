@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use weft_store::{Durability, RocksConfig};
 
 use crate::context::{DeltaLimits, EngineConfig};
+use crate::net::protocol::MAX_DELTAS_PER_RESPONSE;
 use crate::net::NetConfig;
 
 /// The default RPC listen address: loopback only.
@@ -214,19 +215,21 @@ pub struct SyncConfig {
 }
 
 impl Default for SyncConfig {
+    /// The network's defaults ([`NetConfig::default`]), in the file's units.
     fn default() -> Self {
+        let net = NetConfig::default();
         SyncConfig {
-            anti_entropy_interval_ms: 5000,
-            catch_up_batch: 2048,
-            max_sessions: 8,
+            anti_entropy_interval_ms: u64::try_from(net.anti_entropy_interval.as_millis()).unwrap_or(u64::MAX),
+            catch_up_batch: net.catch_up_batch,
+            max_sessions: u32::try_from(net.max_sessions).unwrap_or(u32::MAX),
             join_timeout_ms: 30_000,
-            snapshot_threshold: 1000,
-            snapshot_max_mb: 512,
-            peer_queue_depth: 256,
-            peer_request_rate: 1000,
-            peer_request_burst: 2000,
-            peer_gossip_rate: 5000,
-            peer_gossip_burst: 10_000,
+            snapshot_threshold: net.snapshot_threshold,
+            snapshot_max_mb: net.snapshot_max_bytes as u64 / MIB,
+            peer_queue_depth: u32::try_from(net.peer_queue_depth).unwrap_or(u32::MAX),
+            peer_request_rate: net.peer_request_rate,
+            peer_request_burst: net.peer_request_burst,
+            peer_gossip_rate: net.peer_gossip_rate,
+            peer_gossip_burst: net.peer_gossip_burst,
         }
     }
 }
@@ -406,11 +409,10 @@ impl NodeConfig {
             listen: self.p2p.listen.clone(),
             bootstrap: self.p2p.bootstrap.clone(),
             anti_entropy_interval: Duration::from_millis(self.sync.anti_entropy_interval_ms),
-            sync_batch: self.sync.catch_up_batch,
+            catch_up_batch: self.sync.catch_up_batch,
             snapshot_threshold: self.sync.snapshot_threshold,
             max_sessions: usize::try_from(self.sync.max_sessions).unwrap_or(usize::MAX),
-            snapshot_max_bytes: usize::try_from(self.sync.snapshot_max_mb.saturating_mul(1 << 20))
-                .unwrap_or(usize::MAX),
+            snapshot_max_bytes: mib_to_bytes(self.sync.snapshot_max_mb),
             peer_queue_depth: usize::try_from(self.sync.peer_queue_depth).unwrap_or(usize::MAX),
             peer_request_rate: self.sync.peer_request_rate,
             peer_request_burst: self.sync.peer_request_burst,
@@ -433,6 +435,8 @@ impl NodeConfig {
             WalSync::Buffered => "buffered",
             WalSync::Periodic => "periodic",
         };
+        // The [sync] comments state the defaults from their one definition.
+        let sync_defaults = SyncConfig::default();
         // Writing to a String cannot fail.
         let _ = write!(
             out,
@@ -485,36 +489,36 @@ trie_checkpoint_keys = {trie_checkpoint_keys}
 
 [sync]
 # How often to compare each context's heads and root with each peer's and catch
-# up where behind, in milliseconds. Default 5000.
+# up where behind, in milliseconds. Default {d_anti_entropy_interval_ms}.
 anti_entropy_interval_ms = {anti_entropy_interval_ms}
-# Deltas per message when a peer catches up (at most 2048). Default 2048.
+# Deltas per message when a peer catches up (at most {max_deltas}). Default {d_catch_up_batch}.
 catch_up_batch = {catch_up_batch}
 # Most catch-up sessions (deltas, governance ops or a snapshot, one per peer and
 # context or namespace) this node runs at once; more wait for the next
-# anti-entropy round. Default 8.
+# anti-entropy round. Default {d_max_sessions}.
 max_sessions = {max_sessions}
 # How long joining a context by invitation waits for the inviter's governance ops
-# to make this node a member, in milliseconds. Default 30000.
+# to make this node a member, in milliseconds. Default {d_join_timeout_ms}.
 join_timeout_ms = {join_timeout_ms}
 # A node holding none of a context's deltas joins it by snapshot (state, versions
 # and DAG from one read view of a peer, checked against the root) when the peer
 # has applied at least this many deltas; below, it replays the deltas. 0: always.
-# Default 1000.
+# Default {d_snapshot_threshold}.
 snapshot_threshold = {snapshot_threshold}
 # Most MiB of a snapshot held in memory while receiving it; a larger context is
-# joined by replaying its deltas instead. Default 512.
+# joined by replaying its deltas instead. Default {d_snapshot_max_mb}.
 snapshot_max_mb = {snapshot_max_mb}
 # Per-peer bounds on inbound work. Sync requests and gossip messages from each peer
 # wait in a queue of at most this many items, served one per peer in turn; past
 # it a request is refused ("busy", the peer asks again later) and a gossip
-# message dropped unprocessed (anti-entropy fetches it later). Default 256.
+# message dropped unprocessed (anti-entropy fetches it later). Default {d_peer_queue_depth}.
 peer_queue_depth = {peer_queue_depth}
 # Sync requests a peer may send per second, sustained (0: no limit), and at once
-# above that; past them requests are refused as busy. Defaults 1000 and 2000.
+# above that; past them requests are refused as busy. Defaults {d_peer_request_rate} and {d_peer_request_burst}.
 peer_request_rate = {peer_request_rate}
 peer_request_burst = {peer_request_burst}
 # Gossip messages a peer may deliver per second (0: no limit), and at once above
-# that; past them they are dropped unprocessed. Defaults 5000 and 10000.
+# that; past them they are dropped unprocessed. Defaults {d_peer_gossip_rate} and {d_peer_gossip_burst}.
 peer_gossip_rate = {peer_gossip_rate}
 peer_gossip_burst = {peer_gossip_burst}
 
@@ -550,6 +554,18 @@ max_blob_bytes = {max_blob_bytes}
             trie_cache_mb = self.storage.trie_cache_mb,
             trie_checkpoint_mb = self.storage.trie_checkpoint_mb,
             trie_checkpoint_keys = self.storage.trie_checkpoint_keys,
+            max_deltas = MAX_DELTAS_PER_RESPONSE,
+            d_anti_entropy_interval_ms = sync_defaults.anti_entropy_interval_ms,
+            d_catch_up_batch = sync_defaults.catch_up_batch,
+            d_max_sessions = sync_defaults.max_sessions,
+            d_join_timeout_ms = sync_defaults.join_timeout_ms,
+            d_snapshot_threshold = sync_defaults.snapshot_threshold,
+            d_snapshot_max_mb = sync_defaults.snapshot_max_mb,
+            d_peer_queue_depth = sync_defaults.peer_queue_depth,
+            d_peer_request_rate = sync_defaults.peer_request_rate,
+            d_peer_request_burst = sync_defaults.peer_request_burst,
+            d_peer_gossip_rate = sync_defaults.peer_gossip_rate,
+            d_peer_gossip_burst = sync_defaults.peer_gossip_burst,
             anti_entropy_interval_ms = self.sync.anti_entropy_interval_ms,
             catch_up_batch = self.sync.catch_up_batch,
             max_sessions = self.sync.max_sessions,
@@ -601,11 +617,15 @@ mod tests {
         );
         assert_eq!(config.engine().limits, DeltaLimits::default());
         assert_eq!(config.engine().max_pending, EngineConfig::default().max_pending);
-        let (net, defaults) = (config.net(), NetConfig::default());
-        assert_eq!(peer_bounds(&net), peer_bounds(&defaults));
+        // The network's defaults are the file's: every setting maps back to them.
+        let net = config.net();
         assert_eq!(
-            (net.snapshot_threshold, net.snapshot_max_bytes, net.max_sessions),
-            (defaults.snapshot_threshold, defaults.snapshot_max_bytes, defaults.max_sessions)
+            net,
+            NetConfig {
+                listen: config.p2p.listen.clone(),
+                bootstrap: config.p2p.bootstrap.clone(),
+                ..NetConfig::default()
+            }
         );
     }
 

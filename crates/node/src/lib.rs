@@ -1,7 +1,9 @@
 //! # weft-node
 //!
-//! The node: context state engine (this far: the Merkle trie over context state),
-//! and — built by the open issues — governance, network, sync and RPC.
+//! The node: the context state engine ([`context`]) and the Merkle trie it keeps
+//! ([`trie`]), group governance ([`governance`]), the libp2p network and sync
+//! ([`net`]), the service that runs them over one store ([`service`]), the JSON-RPC
+//! server ([`rpc`]), configuration, metrics and storage statistics.
 #![deny(missing_docs, unsafe_code)]
 #![warn(clippy::unwrap_used)]
 
@@ -13,3 +15,4 @@ pub mod net;
 pub mod rpc;
 pub mod service;
 pub mod stats;
+pub mod trie;

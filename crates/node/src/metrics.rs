@@ -3,8 +3,10 @@
 //! Counters are bumped where things happen (the service for deltas, divergences
 //! and governance ops, the RPC layer for calls); the network's counters
 //! ([`NetStats`]) and the storage gauges (RocksDB's properties, [`StoreStats`]) are
-//! read at scrape time, so they cost nothing between scrapes.
+//! read at scrape time, so they cost nothing between scrapes. The network's metrics are
+//! registered from the table that declares [`NetStats`] ([`NetStats::EXPORTS`]).
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use prometheus_client::encoding::text::encode;
@@ -14,7 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::context::TrieStats;
-use crate::net::NetStats;
+use crate::net::{MetricKind, NetStats};
 use crate::stats::StoreStats;
 
 /// Where a delta came from: written through this node's API, or received from a peer.
@@ -32,55 +34,69 @@ impl Source {
     }
 }
 
-type ByColumn = Family<[(&'static str, &'static str); 1], Gauge>;
+/// A family told apart by one label.
+type Labelled<M> = Family<[(&'static str, &'static str); 1], M>;
 
-/// Every metric the node exports.
-pub struct NodeMetrics {
-    registry: Registry,
-    deltas_applied: Family<[(&'static str, &'static str); 1], Counter>,
-    deltas_rejected: Family<[(&'static str, &'static str); 1], Counter>,
-    divergences: Counter,
-    peer_divergences: Counter,
-    repairs: Counter,
-    repaired_keys: Counter,
-    snapshots: Family<[(&'static str, &'static str); 1], Counter>,
-    governance_ops: Family<[(&'static str, &'static str); 1], Counter>,
-    gossip_accepted: Counter,
-    gossip_rejected: Counter,
-    sync_sessions: Counter,
-    synced_deltas: Counter,
-    sync_requests_served: Counter,
-    ops_rejected: Counter,
-    deferred_deltas: Counter,
-    peer_queue_items: Gauge,
-    peer_queue_depth_max: Gauge,
-    peer_queue_depth_peak: Gauge,
-    peer_inbound_dropped: Family<[(&'static str, &'static str); 2], Counter>,
-    sealed_messages: Family<[(&'static str, &'static str); 1], Counter>,
-    group_key_requests: Family<[(&'static str, &'static str); 1], Counter>,
-    sealed_governance_messages: Family<[(&'static str, &'static str); 1], Counter>,
-    namespace_key_requests: Family<[(&'static str, &'static str); 1], Counter>,
-    sync_sessions_deferred: Counter,
-    sync_busy_received: Counter,
-    event_queue_depth: Gauge,
-    trie_memory: Family<[(&'static str, &'static str); 1], Gauge>,
-    trie_checkpoints: Counter,
-    trie_rebuilds: Counter,
-    rpc_calls: Family<[(&'static str, String); 2], Counter>,
-    event_subscribers: Gauge,
-    events_dropped: Counter,
-    column_keys: ByColumn,
-    column_sst_bytes: ByColumn,
-    column_blob_bytes: ByColumn,
-    column_memtable_bytes: ByColumn,
-    column_live_bytes: ByColumn,
-    column_pending_compaction_bytes: ByColumn,
-    block_cache_usage: Gauge,
-    block_cache_pinned: Gauge,
-    running_compactions: Gauge,
-    running_flushes: Gauge,
-    /// Serializes scrapes, which set the storage gauges before encoding.
-    scrape: Mutex<()>,
+/// Declares [`NodeMetrics`]: one line per metric — its field, type, exported name and help —
+/// from which both the struct and the registration in [`NodeMetrics::new`] come.
+macro_rules! node_metrics {
+    ($($field:ident: $ty:ty = $name:literal, $help:literal;)*) => {
+        /// Every metric the node exports.
+        pub struct NodeMetrics {
+            registry: Registry,
+            $($field: $ty,)*
+            /// The network's counters, one per [`NetStats::EXPORTS`], in its order.
+            network: Vec<NetMetric>,
+            /// Serializes scrapes, which set the storage gauges before encoding.
+            scrape: Mutex<()>,
+        }
+
+        impl NodeMetrics {
+            /// A fresh set of metrics, all zero.
+            pub fn new() -> Self {
+                let mut registry = Registry::with_prefix("weft");
+                $(
+                    let $field = <$ty>::default();
+                    registry.register($name, $help, $field.clone());
+                )*
+                let network = register_network(&mut registry);
+                NodeMetrics { registry, $($field,)* network, scrape: Mutex::new(()) }
+            }
+        }
+    };
+}
+
+node_metrics! {
+    deltas_applied: Labelled<Counter> = "deltas_applied", "Deltas applied to context state";
+    deltas_rejected: Labelled<Counter> = "deltas_rejected", "Deltas refused as invalid or unauthorized";
+    divergences: Counter = "divergences", "Root mismatches seen when applying a delta on its parents";
+    peer_divergences: Counter = "peer_divergences", "Peers found with the same heads as this node and a different root";
+    repairs: Counter = "repairs", "Merkle repair sessions completed with peers";
+    repaired_keys: Counter = "repaired_keys", "Keys whose state a Merkle repair changed here";
+    snapshots: Labelled<Counter> = "snapshots", "Snapshots received for fresh joins, by outcome (installed or failed)";
+    governance_ops: Labelled<Counter> = "governance_ops", "Governance ops logged, by source";
+    event_queue_depth: Gauge = "event_queue_depth", "Context events queued for the slowest subscriber";
+    trie_memory: Labelled<Gauge> = "trie_memory_bytes",
+        "Merkle trie nodes in the state engine's memory: changed since the last checkpoint (dirty), being \
+         written by a checkpoint in flight (flushing) and cached branches (cached)";
+    trie_checkpoints: Counter = "trie_checkpoints", "Checkpoints that wrote a context's changed Merkle trie nodes";
+    trie_rebuilds: Counter = "trie_rebuilds",
+        "Merkle tries rebuilt from the state at recovery because the stored trie did not give the context's \
+         root (a damaged store)";
+    rpc_calls: Family<[(&'static str, String); 2], Counter> = "rpc_calls", "JSON-RPC calls by method and outcome";
+    event_subscribers: Gauge = "event_subscribers", "Open context event subscriptions";
+    events_dropped: Counter = "events_dropped", "Context events a slow subscriber missed (its queue was full)";
+    column_keys: Labelled<Gauge> = "rocksdb_estimate_keys", "Estimated keys per column family";
+    column_sst_bytes: Labelled<Gauge> = "rocksdb_sst_bytes", "SST file bytes per column family";
+    column_blob_bytes: Labelled<Gauge> = "rocksdb_blob_bytes", "Blob file bytes per column family";
+    column_memtable_bytes: Labelled<Gauge> = "rocksdb_memtable_bytes", "Memtable bytes per column family";
+    column_live_bytes: Labelled<Gauge> = "rocksdb_live_data_bytes", "Estimated live data bytes per column family";
+    column_pending_compaction_bytes: Labelled<Gauge> = "rocksdb_pending_compaction_bytes",
+        "Estimated bytes compaction has yet to rewrite, per column family";
+    block_cache_usage: Gauge = "rocksdb_block_cache_usage_bytes", "Bytes in the shared block cache";
+    block_cache_pinned: Gauge = "rocksdb_block_cache_pinned_bytes", "Bytes pinned in the block cache";
+    running_compactions: Gauge = "rocksdb_running_compactions", "Compactions running now";
+    running_flushes: Gauge = "rocksdb_running_flushes", "Flushes running now";
 }
 
 impl Default for NodeMetrics {
@@ -90,204 +106,6 @@ impl Default for NodeMetrics {
 }
 
 impl NodeMetrics {
-    /// A fresh set of metrics, all zero.
-    pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("weft");
-        let m = NodeMetrics {
-            registry: Registry::default(),
-            deltas_applied: Family::default(),
-            deltas_rejected: Family::default(),
-            divergences: Counter::default(),
-            peer_divergences: Counter::default(),
-            repairs: Counter::default(),
-            repaired_keys: Counter::default(),
-            snapshots: Family::default(),
-            governance_ops: Family::default(),
-            gossip_accepted: Counter::default(),
-            gossip_rejected: Counter::default(),
-            sync_sessions: Counter::default(),
-            synced_deltas: Counter::default(),
-            sync_requests_served: Counter::default(),
-            ops_rejected: Counter::default(),
-            deferred_deltas: Counter::default(),
-            peer_queue_items: Gauge::default(),
-            peer_queue_depth_max: Gauge::default(),
-            peer_queue_depth_peak: Gauge::default(),
-            peer_inbound_dropped: Family::default(),
-            sealed_messages: Family::default(),
-            group_key_requests: Family::default(),
-            sealed_governance_messages: Family::default(),
-            namespace_key_requests: Family::default(),
-            sync_sessions_deferred: Counter::default(),
-            sync_busy_received: Counter::default(),
-            event_queue_depth: Gauge::default(),
-            trie_memory: Family::default(),
-            trie_checkpoints: Counter::default(),
-            trie_rebuilds: Counter::default(),
-            rpc_calls: Family::default(),
-            event_subscribers: Gauge::default(),
-            events_dropped: Counter::default(),
-            column_keys: Family::default(),
-            column_sst_bytes: Family::default(),
-            column_blob_bytes: Family::default(),
-            column_memtable_bytes: Family::default(),
-            column_live_bytes: Family::default(),
-            column_pending_compaction_bytes: Family::default(),
-            block_cache_usage: Gauge::default(),
-            block_cache_pinned: Gauge::default(),
-            running_compactions: Gauge::default(),
-            running_flushes: Gauge::default(),
-            scrape: Mutex::new(()),
-        };
-        registry.register("deltas_applied", "Deltas applied to context state", m.deltas_applied.clone());
-        registry.register("deltas_rejected", "Deltas refused as invalid or unauthorized", m.deltas_rejected.clone());
-        registry.register(
-            "divergences",
-            "Root mismatches seen when applying a delta on its parents",
-            m.divergences.clone(),
-        );
-        registry.register(
-            "peer_divergences",
-            "Peers found with the same heads as this node and a different root",
-            m.peer_divergences.clone(),
-        );
-        registry.register("repairs", "Merkle repair sessions completed with peers", m.repairs.clone());
-        registry.register("repaired_keys", "Keys whose state a Merkle repair changed here", m.repaired_keys.clone());
-        registry.register(
-            "snapshots",
-            "Snapshots received for fresh joins, by outcome (installed or failed)",
-            m.snapshots.clone(),
-        );
-        registry.register("governance_ops", "Governance ops logged, by source", m.governance_ops.clone());
-        registry.register("gossip_accepted", "Deltas received by gossip and accepted", m.gossip_accepted.clone());
-        registry.register("gossip_rejected", "Gossip and synced deltas rejected as invalid", m.gossip_rejected.clone());
-        registry.register("sync_sessions", "Catch-up sessions started with peers", m.sync_sessions.clone());
-        registry.register("synced_deltas", "Deltas applied from catch-up responses", m.synced_deltas.clone());
-        registry.register("sync_requests_served", "Sync requests served to peers", m.sync_requests_served.clone());
-        registry.register("governance_ops_rejected", "Governance ops from peers refused", m.ops_rejected.clone());
-        registry.register(
-            "deferred_deltas",
-            "Deltas from peers deferred until the governance ops they cite arrive",
-            m.deferred_deltas.clone(),
-        );
-        registry.register(
-            "peer_queue_items",
-            "Inbound sync requests and gossip messages queued for service now, all peers",
-            m.peer_queue_items.clone(),
-        );
-        registry.register(
-            "peer_queue_depth_max",
-            "Inbound items queued now for the peer with the most queued",
-            m.peer_queue_depth_max.clone(),
-        );
-        registry.register(
-            "peer_queue_depth_peak",
-            "Most inbound items one peer had queued at once since start",
-            m.peer_queue_depth_peak.clone(),
-        );
-        registry.register(
-            "peer_inbound_dropped",
-            "Inbound work turned away unserved, by kind (request: answered busy; gossip: dropped) \
-             and reason (rate: past the peer's rate; queue_full: the peer's queue was full)",
-            m.peer_inbound_dropped.clone(),
-        );
-        registry.register(
-            "sealed_messages",
-            "Messages about keyed groups' contexts, by outcome: sent (sealed here), opened, \
-             unreadable (sealed under a key this node does not hold), withheld (not sent or \
-             served: this node lacks the group's current key)",
-            m.sealed_messages.clone(),
-        );
-        registry.register(
-            "group_key_requests",
-            "Group keys asked between peers, by outcome: requested (asked of a peer by this \
-             node), received (a key sent on request, stored here), served (a key sealed here for \
-             a member that asked)",
-            m.group_key_requests.clone(),
-        );
-        registry.register(
-            "sealed_governance_messages",
-            "Governance messages (ops on a namespace's topic, Ops and NamespaceStatus answers) \
-             sealed under a namespace key, by outcome: sent, opened, unreadable (a key this node \
-             does not hold), withheld (not sent or served: this node lacks the namespace's key)",
-            m.sealed_governance_messages.clone(),
-        );
-        registry.register(
-            "namespace_key_requests",
-            "Namespace keys asked between peers, by outcome: requested, received (stored here), \
-             served (sealed here for a participant that asked)",
-            m.namespace_key_requests.clone(),
-        );
-        registry.register(
-            "sync_sessions_deferred",
-            "Catch-up sessions put off because sync.max_sessions were running",
-            m.sync_sessions_deferred.clone(),
-        );
-        registry.register(
-            "sync_busy_received",
-            "Busy answers peers gave to this node's sync requests",
-            m.sync_busy_received.clone(),
-        );
-        registry.register(
-            "event_queue_depth",
-            "Context events queued for the slowest subscriber",
-            m.event_queue_depth.clone(),
-        );
-        registry.register(
-            "trie_memory_bytes",
-            "Merkle trie nodes in the state engine's memory: changed since the last checkpoint (dirty), being written by a checkpoint in flight (flushing) and cached branches (cached)",
-            m.trie_memory.clone(),
-        );
-        registry.register(
-            "trie_checkpoints",
-            "Checkpoints that wrote a context's changed Merkle trie nodes",
-            m.trie_checkpoints.clone(),
-        );
-        registry.register(
-            "trie_rebuilds",
-            "Merkle tries rebuilt from the state at recovery because the stored trie did not give the context's root (a damaged store)",
-            m.trie_rebuilds.clone(),
-        );
-        registry.register("rpc_calls", "JSON-RPC calls by method and outcome", m.rpc_calls.clone());
-        registry.register("event_subscribers", "Open context event subscriptions", m.event_subscribers.clone());
-        registry.register(
-            "events_dropped",
-            "Context events a slow subscriber missed (its queue was full)",
-            m.events_dropped.clone(),
-        );
-        registry.register("rocksdb_estimate_keys", "Estimated keys per column family", m.column_keys.clone());
-        registry.register("rocksdb_sst_bytes", "SST file bytes per column family", m.column_sst_bytes.clone());
-        registry.register("rocksdb_blob_bytes", "Blob file bytes per column family", m.column_blob_bytes.clone());
-        registry.register(
-            "rocksdb_memtable_bytes",
-            "Memtable bytes per column family",
-            m.column_memtable_bytes.clone(),
-        );
-        registry.register(
-            "rocksdb_live_data_bytes",
-            "Estimated live data bytes per column family",
-            m.column_live_bytes.clone(),
-        );
-        registry.register(
-            "rocksdb_pending_compaction_bytes",
-            "Estimated bytes compaction has yet to rewrite, per column family",
-            m.column_pending_compaction_bytes.clone(),
-        );
-        registry.register(
-            "rocksdb_block_cache_usage_bytes",
-            "Bytes in the shared block cache",
-            m.block_cache_usage.clone(),
-        );
-        registry.register(
-            "rocksdb_block_cache_pinned_bytes",
-            "Bytes pinned in the block cache",
-            m.block_cache_pinned.clone(),
-        );
-        registry.register("rocksdb_running_compactions", "Compactions running now", m.running_compactions.clone());
-        registry.register("rocksdb_running_flushes", "Flushes running now", m.running_flushes.clone());
-        NodeMetrics { registry, ..m }
-    }
-
     /// Counts an applied delta.
     pub fn delta_applied(&self, source: Source) {
         self.deltas_applied.get_or_create(&source.label()).inc();
@@ -342,66 +160,18 @@ impl NodeMetrics {
 
     /// Brings the network counters up to `stats` (call before [`NodeMetrics::render`]).
     pub fn observe_network(&self, stats: &NetStats) {
-        use std::sync::atomic::Ordering::Relaxed;
         let _scrape = self.scrape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for (counter, value) in [
-            (&self.gossip_accepted, &stats.gossip_accepted),
-            (&self.gossip_rejected, &stats.gossip_rejected),
-            (&self.sync_sessions, &stats.sync_sessions),
-            (&self.synced_deltas, &stats.synced_deltas),
-            (&self.sync_requests_served, &stats.requests_served),
-            (&self.ops_rejected, &stats.ops_rejected),
-            (&self.deferred_deltas, &stats.deferred_deltas),
-            (&self.sync_busy_received, &stats.busy_received),
-            (&self.sync_sessions_deferred, &stats.sessions_deferred),
-        ] {
-            // Only this method moves these counters, under the scrape lock: add the difference.
-            counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
+        for (metric, value) in self.network.iter().zip(stats.exported_values()) {
+            match metric {
+                // Only this method moves these counters, under the scrape lock: add the difference.
+                NetMetric::Counter(counter) => {
+                    counter.inc_by(value.saturating_sub(counter.get()));
+                }
+                NetMetric::Gauge(gauge) => {
+                    gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+                }
+            }
         }
-        for (labels, value) in [
-            ([("kind", "request"), ("reason", "rate")], &stats.requests_refused_rate),
-            ([("kind", "request"), ("reason", "queue_full")], &stats.requests_refused_queue),
-            ([("kind", "gossip"), ("reason", "rate")], &stats.gossip_dropped_rate),
-            ([("kind", "gossip"), ("reason", "queue_full")], &stats.gossip_dropped_queue),
-        ] {
-            // One label set at a time: the family's lock is not held across creations.
-            let counter = self.peer_inbound_dropped.get_or_create(&labels);
-            counter.inc_by(value.load(Relaxed).saturating_sub(counter.get()));
-        }
-        follow_outcomes(
-            &self.sealed_messages,
-            &[
-                ("sent", &stats.sealed_sent),
-                ("opened", &stats.sealed_opened),
-                ("unreadable", &stats.sealed_unreadable),
-                ("withheld", &stats.sealed_withheld),
-            ],
-        );
-        follow_outcomes(
-            &self.group_key_requests,
-            &[("requested", &stats.keys_requested), ("received", &stats.keys_received), ("served", &stats.keys_served)],
-        );
-        follow_outcomes(
-            &self.sealed_governance_messages,
-            &[
-                ("sent", &stats.ops_sealed_sent),
-                ("opened", &stats.ops_sealed_opened),
-                ("unreadable", &stats.ops_sealed_unreadable),
-                ("withheld", &stats.ops_sealed_withheld),
-            ],
-        );
-        follow_outcomes(
-            &self.namespace_key_requests,
-            &[
-                ("requested", &stats.namespace_keys_requested),
-                ("received", &stats.namespace_keys_received),
-                ("served", &stats.namespace_keys_served),
-            ],
-        );
-        let gauge = |v: &std::sync::atomic::AtomicU64| i64::try_from(v.load(Relaxed)).unwrap_or(i64::MAX);
-        self.peer_queue_items.set(gauge(&stats.inbound_queued));
-        self.peer_queue_depth_max.set(gauge(&stats.inbound_queue_max));
-        self.peer_queue_depth_peak.set(gauge(&stats.inbound_queue_peak));
     }
 
     /// Counts an RPC call.
@@ -450,16 +220,58 @@ impl NodeMetrics {
     }
 }
 
-/// Brings each `outcome`-labelled counter of `family` up to its network counter (only the
-/// scrape moves them, under its lock: the difference is added).
-fn follow_outcomes(
-    family: &Family<[(&'static str, &'static str); 1], Counter>,
-    outcomes: &[(&'static str, &std::sync::atomic::AtomicU64)],
-) {
-    for (outcome, value) in outcomes {
-        let counter = family.get_or_create(&[("outcome", *outcome)]);
-        counter.inc_by(value.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(counter.get()));
+/// One of the network's counters as `/metrics` exports it: a metric of its own, or a member
+/// of a labelled family.
+enum NetMetric {
+    Counter(Counter),
+    Gauge(Gauge),
+}
+
+/// A family of the network's metrics, by the labels of its members.
+enum NetFamily {
+    Counters(Family<&'static [(&'static str, &'static str)], Counter>),
+    Gauges(Family<&'static [(&'static str, &'static str)], Gauge>),
+}
+
+/// Registers the network's metrics as [`NetStats::EXPORTS`] declares them, each family once;
+/// the handles to move at each scrape, in its order.
+fn register_network(registry: &mut Registry) -> Vec<NetMetric> {
+    let mut families: HashMap<&'static str, NetFamily> = HashMap::new();
+    let mut metrics = Vec::with_capacity(NetStats::EXPORTS.len());
+    for export in NetStats::EXPORTS {
+        let help = export.help.unwrap_or_default();
+        let metric = match (export.kind, export.labels.is_empty()) {
+            (MetricKind::Counter, true) => {
+                let counter = Counter::default();
+                registry.register(export.name, help, counter.clone());
+                NetMetric::Counter(counter)
+            }
+            (MetricKind::Gauge, true) => {
+                let gauge = Gauge::default();
+                registry.register(export.name, help, gauge.clone());
+                NetMetric::Gauge(gauge)
+            }
+            (kind, false) => {
+                let family = families.entry(export.name).or_insert_with(|| {
+                    let family = match kind {
+                        MetricKind::Gauge => NetFamily::Gauges(Family::default()),
+                        MetricKind::Counter => NetFamily::Counters(Family::default()),
+                    };
+                    match &family {
+                        NetFamily::Counters(f) => registry.register(export.name, help, f.clone()),
+                        NetFamily::Gauges(f) => registry.register(export.name, help, f.clone()),
+                    }
+                    family
+                });
+                match family {
+                    NetFamily::Counters(f) => NetMetric::Counter(f.get_or_create(&export.labels).clone()),
+                    NetFamily::Gauges(f) => NetMetric::Gauge(f.get_or_create(&export.labels).clone()),
+                }
+            }
+        };
+        metrics.push(metric);
     }
+    metrics
 }
 
 #[cfg(test)]

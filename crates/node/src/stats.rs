@@ -49,14 +49,10 @@ pub trait BackendStats {
 
 impl BackendStats for RocksBackend {
     fn store_stats(&self) -> Option<StoreStats> {
-        let db = self.db();
         let columns = Column::ALL
             .iter()
             .map(|c| {
-                let Some(cf) = db.cf_handle(c.name()) else {
-                    return ColumnStats { name: c.name(), ..ColumnStats::default() };
-                };
-                let prop = |name: &str| db.property_int_value_cf(cf, name).ok().flatten().unwrap_or(0);
+                let prop = |name: &str| self.column_property(*c, name).ok().flatten().unwrap_or(0);
                 ColumnStats {
                     name: c.name(),
                     estimate_keys: prop("rocksdb.estimate-num-keys"),
@@ -68,7 +64,7 @@ impl BackendStats for RocksBackend {
                 }
             })
             .collect();
-        let prop = |name: &str| db.property_int_value(name).ok().flatten().unwrap_or(0);
+        let prop = |name: &str| self.property(name).ok().flatten().unwrap_or(0);
         Some(StoreStats {
             columns,
             block_cache_usage: prop("rocksdb.block-cache-usage"),

@@ -16,7 +16,7 @@ use common::{app, Hooked, Hooks, CTX};
 use weft_node::context::{ContextEngine, EngineConfig};
 use weft_primitives::{Action, SecretKey};
 use weft_store::schema::{Column, TrieJournal};
-use weft_store::{PrefixBy, Read, Store, StoreError};
+use weft_store::{BackendError, BackendErrorKind, PrefixBy, Read, Store, StoreError};
 
 /// What a write from the checkpoint thread meets.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -66,7 +66,10 @@ impl Hooks for Gated {
             gate = self.changed.wait(gate).unwrap();
         }
         if *gate == Gate::Fail {
-            return Err(StoreError::Backend("injected checkpoint write failure".into()));
+            return Err(StoreError::Backend(BackendError::new(
+                BackendErrorKind::Io,
+                "injected checkpoint write failure",
+            )));
         }
         Ok(())
     }

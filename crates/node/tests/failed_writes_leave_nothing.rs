@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use weft_node::context::{AnyAuthor, ContextEngine, EngineConfig, EngineError};
 use weft_primitives::{Action, ContextDagDeltaValue, SecretKey};
 use weft_store::schema::Column;
-use weft_store::{MemoryBackend, Store, StoreError};
+use weft_store::{BackendError, BackendErrorKind, MemoryBackend, Store, StoreError};
 
 /// Hooks whose writes or point reads fail on demand: the write (or read) `n` from now
 /// fails, with nothing written (or read).
@@ -66,14 +66,14 @@ impl Hooks for Flaky {
     fn before_read(&self) -> weft_store::Result<()> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         if fails(&self.fail_reads_in) {
-            return Err(StoreError::Backend("injected read failure".into()));
+            return Err(StoreError::Backend(BackendError::new(BackendErrorKind::Io, "injected read failure")));
         }
         Ok(())
     }
     fn before_write(&self) -> weft_store::Result<()> {
         self.writes.fetch_add(1, Ordering::SeqCst);
         if fails(&self.fail_in) {
-            return Err(StoreError::Backend("injected write failure".into()));
+            return Err(StoreError::Backend(BackendError::new(BackendErrorKind::Io, "injected write failure")));
         }
         Ok(())
     }
@@ -170,10 +170,12 @@ proptest! {
             flaky.backend().fail_read_after(usize::MAX);
             if results.iter().any(Result::is_err) {
                 // Only the store failed (a failed checkpoint is no error: its nodes stay
-                // dirty and journaled), and it says so.
+                // dirty and journaled), and it says so: the delta whose write or read failed
+                // with the store's error, the others of its run as not written.
                 for e in results.iter().filter_map(|r| r.as_ref().err()) {
-                    prop_assert!(matches!(e, EngineError::Store(_)), "{e}");
+                    prop_assert!(matches!(e, EngineError::Store(_) | EngineError::RunNotWritten(_)), "{e}");
                 }
+                prop_assert!(results.iter().any(|r| matches!(r, Err(EngineError::Store(_)))));
                 // The engine's trie is the trie of what the store holds (its memory did not
                 // keep the failed run's changes): checked before the run is sent again,
                 // since sending the same changes again would hide it.

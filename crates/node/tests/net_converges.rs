@@ -29,7 +29,7 @@ async fn node(seed: u8, bootstrap: Vec<libp2p::Multiaddr>) -> Node {
         listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
         bootstrap,
         anti_entropy_interval: Duration::from_millis(300),
-        sync_batch: 100,
+        catch_up_batch: 100,
         // These tests are about replaying deltas; joining by snapshot has its own
         // (net_snapshot_join.rs).
         snapshot_threshold: u64::MAX,

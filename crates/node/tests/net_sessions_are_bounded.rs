@@ -23,7 +23,7 @@ async fn one_session_at_a_time_still_catches_up_everything() {
     let mut b_config = config(vec![addr(&a.net).await], tick);
     b_config.max_sessions = 1;
     // Five deltas per response: each session takes several round trips.
-    b_config.sync_batch = 5;
+    b_config.catch_up_batch = 5;
     let b = start(memory_store(), 2, b_config, false, &contexts).await;
     for ctx in &contexts {
         context_converged(&[&a, &b], *ctx, Duration::from_secs(60)).await;

@@ -323,7 +323,7 @@ fn repair_costs_follow_the_depth_and_the_differences() {
     // Nodes by path, as served to peers: the root hashes to the root; bad paths have none.
     let nodes = a.trie_nodes(&CTX, &[vec![], vec![3], vec![99], vec![0; 65]]).unwrap();
     assert_eq!(nodes[0].as_ref().map(|n| n.hash()), Some(a.view(&CTX).unwrap().root_hash));
-    assert!(matches!(nodes[1], Some(weft_node::context::merkle::TrieNode::Branch(_))));
+    assert!(matches!(nodes[1], Some(weft_node::trie::TrieNode::Branch(_))));
     assert_eq!((&nodes[2], &nodes[3]), (&None, &None));
     let damaged: Vec<Vec<u8>> = (0..60u32).map(|i| (i * 331).to_be_bytes().to_vec()).collect();
     damage(&b, &damaged);

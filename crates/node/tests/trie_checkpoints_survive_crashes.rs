@@ -223,8 +223,9 @@ fn a_damaged_trie_is_rebuilt_from_the_state_at_first_use() {
 /// to a scratch build, and updates and removals afterwards keep it the trie of the state.
 #[test]
 fn the_migration_to_schema_4_rebuilds_every_trie() {
+    use weft_store::backend::RawBatch;
     use weft_store::schema::{migrations, MerkleNode};
-    use weft_store::{AsKeyParts, RawTail, RocksBackend, RocksConfig};
+    use weft_store::{AsKeyParts, Backend, ColumnSet, RawTail, RocksBackend, RocksConfig};
 
     let dir = tempfile::tempdir().unwrap();
     let open = || {
@@ -242,19 +243,20 @@ fn the_migration_to_schema_4_rebuilds_every_trie() {
         // What a schema-3 store held: rows of the old formats (a tag-2 branch at the root, a
         // tag-1 leaf and a tag-0 branch below it) and a journal entry, at version 3.
         let store = open();
-        let db = store.backend().db();
-        let generic = db.cf_handle("generic").unwrap();
         let mut batch = store.batch();
         batch.delete_prefix(&MerkleNode::prefix(&CTX)).unwrap();
         store.write(batch).unwrap();
+        // The old rows do not decode as today's `TrieRow`: written as raw bytes.
+        let mut raw = store.backend().batch();
         for (path, row) in [
             (vec![], hex_row("020200000003", 0x33, "0f", 0x44, "0080")),
             (vec![3], hex_row("01", 0x11, "", 0x22, "020000006162")),
             (vec![15], hex_row("000200000001", 0x55, "02", 0x66, "")),
         ] {
             let key = MerkleNode { context_id: CTX, path: RawTail(path) }.to_key_bytes();
-            db.put_cf(generic, key, row).unwrap();
+            raw.put(Column::Generic.index(), &key, &row);
         }
+        store.backend().write(raw, &[]).unwrap().unwrap();
         store.put(&TrieJournal { context_id: CTX, seq: 0 }, &weft_primitives::DeltaId::from_bytes([1; 32])).unwrap();
         store.set_schema_version(3).unwrap();
     }

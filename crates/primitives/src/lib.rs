@@ -12,7 +12,6 @@
 
 mod crypto;
 mod delta;
-mod engine;
 mod envelope;
 mod error;
 mod governance;
@@ -20,11 +19,11 @@ mod governance_ops;
 mod hash;
 mod hlc;
 mod ids;
+mod trie_rows;
 mod values;
 
 pub use crypto::*;
 pub use delta::*;
-pub use engine::*;
 pub use envelope::*;
 pub use error::*;
 pub use governance::*;
@@ -32,4 +31,5 @@ pub use governance_ops::*;
 pub use hash::*;
 pub use hlc::*;
 pub use ids::*;
+pub use trie_rows::*;
 pub use values::*;

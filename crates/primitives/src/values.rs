@@ -274,6 +274,70 @@ pub struct NamespaceGovHeadValue {
     pub dag_heads: Vec<OpId>,
 }
 
+// ---- The state engine's bookkeeping (Generic 0x02, 0x04–0x06) ----
+
+/// The version of the write that currently wins for one key (last-writer-wins).
+///
+/// Versions compare by `(hlc, author, delta_id)`: the delta id breaks the tie a
+/// misbehaving author could create by reusing a timestamp, so every replica picks
+/// the same winner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, BorshSerialize, BorshDeserialize)]
+pub struct KeyVersion {
+    /// The writing delta's timestamp.
+    pub hlc: HybridTimestamp,
+    /// The writing delta's author.
+    pub author: PublicKey,
+    /// The writing delta.
+    pub delta_id: DeltaId,
+    /// Whether the winning write is a delete (a tombstone).
+    pub deleted: bool,
+}
+
+/// A delta's place in the causal DAG.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub struct DagNodeValue {
+    /// The delta's parents.
+    pub parents: Vec<DeltaId>,
+    /// 0 for a root, else 1 + the greatest parent height.
+    pub height: u64,
+}
+
+/// Counters and divergence state of one context.
+#[derive(Clone, Debug, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub struct ContextStatusValue {
+    /// Deltas applied.
+    pub delta_count: u64,
+    /// Deltas waiting for parents.
+    pub pending_count: u64,
+    /// Live keys in the state.
+    pub key_count: u64,
+    /// Whether a root mismatch was seen and not yet repaired.
+    pub diverged: bool,
+    /// Root mismatches seen, ever.
+    pub divergences: u64,
+}
+
+/// A root mismatch, recorded for repair: the delta that was applied exactly on its
+/// parents, the root its author reported and the root this node computed.
+///
+/// Repair compares this node's trie with a peer's level by level from the position
+/// named here (the delta's parents) to find the keys that differ.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub struct DivergenceValue {
+    /// The root the delta's author reported after applying it.
+    pub expected: Hash,
+    /// The root this node computed after applying it.
+    pub actual: Hash,
+    /// The delta's parents: the state both sides started from.
+    pub parents: Vec<DeltaId>,
+    /// The delta's author.
+    pub author: PublicKey,
+    /// The delta's timestamp.
+    pub hlc: HybridTimestamp,
+    /// Local wall-clock time when the mismatch was seen (ms since the epoch).
+    pub seen_at_ms: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,9 +43,9 @@ pub struct DecodeError(#[from] pub std::io::Error);
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The storage engine reported an error (I/O, corruption detected by RocksDB, ...).
+    /// The storage engine failed; its kind says how (I/O, corruption, busy, ...).
     #[error("storage backend error: {0}")]
-    Backend(String),
+    Backend(#[from] BackendError),
     /// A row's key did not parse as its typed key.
     #[error("bad key in column {column}: {source}")]
     Key {
@@ -90,12 +90,13 @@ pub enum StoreError {
         from: u32,
     },
     /// A migration step failed; the store stays at the version before it.
-    #[error("migration from schema version {from} failed: {reason}")]
+    #[error("migration from schema version {from} failed: {source}")]
     Migration {
         /// The version the failed step started from.
         from: u32,
         /// Why it failed.
-        reason: String,
+        #[source]
+        source: Box<StoreError>,
     },
     /// A range that cannot be expressed as bounds (a prefix of only 0xFF bytes).
     #[error("range has no upper bound and cannot be range-deleted")]
@@ -103,11 +104,147 @@ pub enum StoreError {
     /// A column family the column set declares is missing from an opened database.
     #[error("column family {0} is missing")]
     MissingColumn(&'static str),
+    /// A column index outside the backend's column set (a caller's bug).
+    #[error("column index {0} is not in the backend's column set")]
+    UnknownColumn(usize),
+    /// A thread panicked while holding one of the backend's locks.
+    #[error("the {0} lock was poisoned by a panicking thread")]
+    Poisoned(&'static str),
+    /// The backend could not start a thread of its own.
+    #[error("cannot start the {name} thread")]
+    Thread {
+        /// The thread's purpose.
+        name: &'static str,
+        /// The operating system's refusal.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl StoreError {
+    /// The kind of a storage engine failure, or `None` for an error of another sort.
+    pub fn backend_kind(&self) -> Option<BackendErrorKind> {
+        match self {
+            StoreError::Backend(e) => Some(e.kind()),
+            _ => None,
+        }
+    }
+}
+
+/// What kind of failure the storage engine reported: RocksDB's status codes, which tell a
+/// retry that may succeed (busy, timed out, try again) from damaged data (corruption) and
+/// a failing machine (I/O).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BackendErrorKind {
+    /// Something the operation needed (a file, a key) is missing.
+    NotFound,
+    /// Stored data failed its checksum or does not parse: the files are damaged.
+    Corruption,
+    /// The operation or option is not supported.
+    NotSupported,
+    /// An argument or option was refused (a merge without a merge operator, say).
+    InvalidArgument,
+    /// The operating system failed a file operation (disk full, permissions, a database
+    /// another process holds open).
+    Io,
+    /// A merge could not be completed yet.
+    MergeInProgress,
+    /// The operation could not finish (a read that needs data the cache lacks, say).
+    Incomplete,
+    /// The database is shutting down.
+    ShutdownInProgress,
+    /// The operation timed out.
+    TimedOut,
+    /// The operation was aborted.
+    Aborted,
+    /// A resource is busy (a lock, a write stall); retrying may succeed.
+    Busy,
+    /// The operation expired.
+    Expired,
+    /// A transient failure; retrying may succeed.
+    TryAgain,
+    /// A compaction was too large to run.
+    CompactionTooLarge,
+    /// The column family was dropped.
+    ColumnFamilyDropped,
+    /// A failure of no kind above.
+    Other,
+}
+
+impl std::fmt::Display for BackendErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BackendErrorKind::NotFound => "not found",
+            BackendErrorKind::Corruption => "corruption",
+            BackendErrorKind::NotSupported => "not supported",
+            BackendErrorKind::InvalidArgument => "invalid argument",
+            BackendErrorKind::Io => "I/O error",
+            BackendErrorKind::MergeInProgress => "merge in progress",
+            BackendErrorKind::Incomplete => "incomplete",
+            BackendErrorKind::ShutdownInProgress => "shutdown in progress",
+            BackendErrorKind::TimedOut => "timed out",
+            BackendErrorKind::Aborted => "aborted",
+            BackendErrorKind::Busy => "busy",
+            BackendErrorKind::Expired => "expired",
+            BackendErrorKind::TryAgain => "try again",
+            BackendErrorKind::CompactionTooLarge => "compaction too large",
+            BackendErrorKind::ColumnFamilyDropped => "column family dropped",
+            BackendErrorKind::Other => "other",
+        })
+    }
+}
+
+/// A failure the storage engine reported: its kind, and the engine's own error (for RocksDB,
+/// its status message) as the source.
+#[derive(Debug, Error)]
+#[error("{source}")]
+pub struct BackendError {
+    kind: BackendErrorKind,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl BackendError {
+    /// A failure of `kind`, caused by `source` (an error, or a message).
+    pub fn new(kind: BackendErrorKind, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        BackendError { kind, source: source.into() }
+    }
+
+    /// What kind of failure it is.
+    pub fn kind(&self) -> BackendErrorKind {
+        self.kind
+    }
+}
+
+impl From<rocksdb::Error> for BackendError {
+    fn from(e: rocksdb::Error) -> Self {
+        use rocksdb::ErrorKind as K;
+        let kind = match e.kind() {
+            K::NotFound => BackendErrorKind::NotFound,
+            K::Corruption => BackendErrorKind::Corruption,
+            K::NotSupported => BackendErrorKind::NotSupported,
+            K::InvalidArgument => BackendErrorKind::InvalidArgument,
+            K::IOError => BackendErrorKind::Io,
+            K::MergeInProgress => BackendErrorKind::MergeInProgress,
+            K::Incomplete => BackendErrorKind::Incomplete,
+            K::ShutdownInProgress => BackendErrorKind::ShutdownInProgress,
+            K::TimedOut => BackendErrorKind::TimedOut,
+            K::Aborted => BackendErrorKind::Aborted,
+            K::Busy => BackendErrorKind::Busy,
+            K::Expired => BackendErrorKind::Expired,
+            K::TryAgain => BackendErrorKind::TryAgain,
+            K::CompactionTooLarge => BackendErrorKind::CompactionTooLarge,
+            K::ColumnFamilyDropped => BackendErrorKind::ColumnFamilyDropped,
+            K::Unknown => BackendErrorKind::Other,
+        };
+        BackendError::new(kind, e)
+    }
 }
 
 impl From<rocksdb::Error> for StoreError {
     fn from(e: rocksdb::Error) -> Self {
-        StoreError::Backend(e.into_string())
+        StoreError::Backend(e.into())
     }
 }
 

@@ -40,7 +40,7 @@ pub use backend::rocks::{Durability, RocksBackend, RocksConfig};
 pub use backend::{Backend, RawRead};
 pub use codec::{BorshCodec, Raw, Unit, ValueCodec};
 pub use column::{__const_str_eq, Access, ColumnOptions, ColumnSet};
-pub use error::{DecodeError, KeyError, Result, StoreError};
+pub use error::{BackendError, BackendErrorKind, DecodeError, KeyError, Result, StoreError};
 pub use key::{AsKeyParts, FromKeyParts, Key, OwnedValueOf, Prefix, PrefixBy, ValueOf};
 pub use segment::{Bytes, FixedSegment, KeySegment, RawTail, Text};
 pub use store::{

@@ -132,7 +132,7 @@ impl<B: Backend, S: ColumnSet> Store<B, S> {
         while version < S::SCHEMA_VERSION {
             let step =
                 migrations.iter().find(|m| m.from == version).ok_or(StoreError::MissingMigration { from: version })?;
-            (step.run)(&store).map_err(|e| StoreError::Migration { from: version, reason: e.to_string() })?;
+            (step.run)(&store).map_err(|e| StoreError::Migration { from: version, source: Box::new(e) })?;
             version += 1;
             store.set_schema_version(version)?;
         }

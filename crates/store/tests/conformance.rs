@@ -299,6 +299,15 @@ fn corrupt_values_are_typed_errors<B: Backend>(s: &Store<B, Cols>) {
     assert!(rows.iter().any(|r| matches!(r, Err(StoreError::Key { .. }))));
 }
 
+fn unknown_columns_are_typed_errors<B: Backend>(s: &Store<B, Cols>) {
+    // A column index outside the set is the caller's bug, reported as such (not as a failure
+    // of the storage engine), on reads and on batches.
+    assert!(matches!(weft_store::RawRead::get(s.backend(), 99, b"k"), Err(StoreError::UnknownColumn(99))));
+    let mut b = s.backend().batch();
+    weft_store::backend::RawBatch::put(&mut b, 99, b"k", b"v");
+    assert!(matches!(s.backend().write(b, &[]), Err(StoreError::UnknownColumn(99))));
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod on_memory {
@@ -322,6 +331,7 @@ conformance!(
     range_delete,
     merge_and_compaction_filter,
     corrupt_values_are_typed_errors,
+    unknown_columns_are_typed_errors,
 );
 
 // ---- Property tests against a BTreeMap model -------------------------------------------

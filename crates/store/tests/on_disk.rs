@@ -1,10 +1,12 @@
 //! The node schema on a real RocksDB: column families and their options, schema
-//! versions and migrations, and failed batches leaving nothing behind.
+//! versions and migrations, failed batches leaving nothing behind, and RocksDB's failures
+//! (a database held elsewhere, damaged files) reported with their kind.
 
 use weft_primitives::{ContextId, GroupId};
 use weft_store::schema::{Column, ContextGroupRef, ContextState};
 use weft_store::{
-    ColumnSet, Migration, RawTail, Read, RocksBackend, RocksConfig, Store, StoreError, SCHEMA_VERSION_KEY,
+    Backend, BackendError, BackendErrorKind, ColumnSet, Migration, PrefixBy, RawTail, Read, RocksBackend, RocksConfig,
+    Store, StoreError, SCHEMA_VERSION_KEY,
 };
 
 fn open(path: &std::path::Path) -> weft_store::Result<Store<RocksBackend, Column>> {
@@ -72,12 +74,11 @@ fn every_family_uses_the_one_shared_block_cache() {
     let dir = tempfile::tempdir().unwrap();
     let config = RocksConfig { cache_bytes: 12_345_678, ..RocksConfig::default() };
     let store = Store::<_, Column>::open(RocksBackend::open::<Column>(dir.path(), &config).unwrap()).unwrap();
-    let db = store.backend().db();
     for column in Column::ALL {
-        let cf = db.cf_handle(column.name()).unwrap();
-        let capacity = db.property_int_value_cf(cf, "rocksdb.block-cache-capacity").unwrap();
+        let capacity = store.backend().column_property(*column, "rocksdb.block-cache-capacity").unwrap();
         assert_eq!(capacity, Some(12_345_678), "{}", column.name());
     }
+    assert_eq!(store.backend().property("rocksdb.no-such-property").unwrap(), None);
 }
 
 #[test]
@@ -116,7 +117,7 @@ fn mark_migrated(store: &Store<RocksBackend, Column>) -> weft_store::Result<()> 
 }
 
 fn fail(_: &Store<RocksBackend, Column>) -> weft_store::Result<()> {
-    Err(StoreError::Backend("refused".into()))
+    Err(StoreError::Backend(BackendError::new(BackendErrorKind::Other, "refused")))
 }
 
 #[test]
@@ -132,7 +133,13 @@ fn older_stores_migrate_in_order_and_failures_stop_at_the_old_version() {
     // A failing step leaves the version where it was.
     let failing = [Migration { from: 0, description: "fails", run: fail }];
     let backend = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).unwrap();
-    assert!(matches!(Store::open_with_migrations(backend, &failing), Err(StoreError::Migration { from: 0, .. })));
+    match Store::open_with_migrations(backend, &failing) {
+        // The step's own error is kept as the cause.
+        Err(StoreError::Migration { from: 0, source }) => {
+            assert_eq!(source.backend_kind(), Some(BackendErrorKind::Other), "{source}");
+        }
+        other => panic!("expected a failed migration, got {:?}", other.map(|_| ())),
+    }
     // The step from 0, then the node schema's own steps, in order, to the current version.
     let mut migrations = vec![Migration { from: 0, description: "mark", run: mark_migrated }];
     migrations.extend(weft_store::schema::migrations());
@@ -186,4 +193,74 @@ fn a_version_1_store_migrates_to_the_current_version() {
     let store = Store::open_with_migrations(backend, &weft_store::schema::migrations()).unwrap();
     assert_eq!(store.schema_version().unwrap(), Some(4));
     assert_eq!(store.get(&row).unwrap(), Some(b"v".to_vec()));
+}
+
+#[test]
+fn a_database_another_handle_holds_is_an_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let _held = open(dir.path()).unwrap();
+    let Err(e) = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()) else {
+        panic!("the database opened twice");
+    };
+    // RocksDB's lock on its LOCK file: an I/O error, with RocksDB's own error as the cause.
+    assert_eq!(e.backend_kind(), Some(BackendErrorKind::Io), "{e}");
+    assert!(e.to_string().contains("LOCK"), "{e}");
+    let cause = std::error::Error::source(&e).and_then(std::error::Error::source);
+    assert!(cause.is_some_and(|c| c.to_string().contains("LOCK")), "{e}");
+}
+
+#[test]
+fn damaged_table_files_are_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ContextId::from_bytes([6; 32]);
+    {
+        let store = open(dir.path()).unwrap();
+        let mut batch = store.batch();
+        for i in 0..2000u32 {
+            let value = vec![i as u8; 100];
+            batch.put(&ContextState { context_id: ctx, app_key: RawTail(i.to_be_bytes().to_vec()) }, value.as_slice());
+        }
+        store.write(batch).unwrap();
+        store.backend().flush().unwrap();
+    }
+    // Flip the bits of the first half (at most 4 KiB) of every table file: its first blocks.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "sst") {
+            let mut bytes = std::fs::read(&path).unwrap();
+            let damaged = (bytes.len() / 2).min(4096);
+            for b in &mut bytes[..damaged] {
+                *b ^= 0x5A;
+            }
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    // Opening or reading fails (whichever meets the damage first), as corruption.
+    let read_all = || -> weft_store::Result<usize> {
+        let store = open(dir.path())?;
+        Ok(store.scan(ContextState::prefix(&ctx)).collect_all()?.len())
+    };
+    match read_all() {
+        Err(e) => assert_eq!(e.backend_kind(), Some(BackendErrorKind::Corruption), "{e}"),
+        Ok(n) => panic!("read {n} entries from damaged files"),
+    }
+}
+
+#[test]
+fn a_checkpoint_is_an_openable_copy_of_that_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy");
+    let key = |k: &[u8]| ContextState { context_id: ContextId::from_bytes([7; 32]), app_key: RawTail(k.to_vec()) };
+    {
+        let store = open(&dir.path().join("db")).unwrap();
+        store.put(&key(b"before"), b"1").unwrap();
+        store.backend().checkpoint(&copy).unwrap();
+        store.put(&key(b"after"), b"2").unwrap();
+        // RocksDB refuses to write a checkpoint over an existing directory.
+        let again = store.backend().checkpoint(&copy).unwrap_err();
+        assert!(again.backend_kind().is_some(), "{again}");
+    }
+    let store = open(&copy).unwrap();
+    assert_eq!(store.get(&key(b"before")).unwrap(), Some(b"1".to_vec()));
+    assert_eq!(store.get(&key(b"after")).unwrap(), None);
 }

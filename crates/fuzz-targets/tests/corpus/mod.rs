@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 /// The corpus directory of `target` (the corpus root for `""`).
 pub fn dir(target: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(target)
+    // The running test's package directory (cargo sets it), not the one it was compiled in: a
+    // build directory may be shared by several checkouts.
+    let package = std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    PathBuf::from(package).join("../../fuzz/corpus").join(target)
 }
 
 /// The inputs of `target`, by file name, in name order.

@@ -2,12 +2,8 @@
 
 pub mod delta;
 pub mod engine;
-pub mod merkle;
-pub mod path_table;
-pub mod trie_memory;
 
 pub use delta::{check_signature, check_signatures, compute_delta_id, sign_delta, DeltaLimits, InvalidDelta};
-pub use engine::stage_trie;
 pub use engine::{
     AnyAuthor, ApplyOutcome, Authorizer, ContextDag, ContextEngine, ContextView, Divergence, EngineConfig, EngineError,
     RepairEntry, RepairOutcome, RepairWalk, SnapshotBuilder, SnapshotCursor, SnapshotError, SnapshotHeader,

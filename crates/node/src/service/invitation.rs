@@ -314,10 +314,9 @@ impl<B: Backend> NodeService<B> {
         let (key_id, op) = self.governance.create_signing_key(&group_id, member)?;
         tracing::info!(%group_id, %key_id, "registered a group signing key");
         self.publish_ops(namespace_id, &[op]);
-        self.governance
-            .signing_key(&group_id)?
-            .map(|(_, secret)| secret)
-            .ok_or_else(|| ServiceError::Internal(format!("the signing key registered for {group_id} is not held")))
+        self.governance.signing_key(&group_id)?.map(|(_, secret)| secret).ok_or_else(|| {
+            ServiceError::Internal(format!("the signing key registered for {group_id} is not held").into())
+        })
     }
 
     /// Joins a context by invitation: checks it, dials the inviter, joins the namespace's

@@ -33,7 +33,7 @@ pub(super) fn net_error(e: NetError) -> ServiceError {
             ServiceError::Unavailable { reason: "network_not_running", message: "the network task has stopped".into() }
         }
         NetError::Dial { addr, reason } => ServiceError::BadInput(format!("cannot dial {addr}: {reason}")),
-        other => ServiceError::Internal(other.to_string()),
+        other => ServiceError::Internal(Box::new(other)),
     }
 }
 

@@ -33,7 +33,7 @@ pub fn config(bootstrap: Vec<libp2p::Multiaddr>, anti_entropy: Duration) -> NetC
         listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
         bootstrap,
         anti_entropy_interval: anti_entropy,
-        sync_batch: 1000,
+        catch_up_batch: 1000,
         ..NetConfig::default()
     }
 }

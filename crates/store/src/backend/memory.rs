@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 
 use super::{Backend, Precondition, RawBatch, RawCursor, RawRange, RawRead};
 use crate::column::{ColumnOptions, ColumnSet, CompactionFilter, MergeOperator};
-use crate::error::{Result, StoreError};
+use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
 
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -48,11 +48,11 @@ impl MemoryBackend {
 }
 
 fn poisoned() -> StoreError {
-    StoreError::Backend("memory backend lock poisoned by a panicking writer".into())
+    StoreError::Poisoned("memory backend")
 }
 
 fn bad_column(column: usize) -> StoreError {
-    StoreError::Backend(format!("no column with index {column}"))
+    StoreError::UnknownColumn(column)
 }
 
 fn map_get(map: &Map, key: &[u8]) -> Option<Vec<u8>> {
@@ -221,15 +221,19 @@ impl MemoryBackend {
                 }
             }
             Op::Merge(c, k, operand) => {
-                let merge = self
-                    .merges
-                    .get(c)
-                    .and_then(Clone::clone)
-                    .ok_or_else(|| StoreError::Backend("merge on a column without a merge operator".into()))?;
+                let merge = self.merges.get(c).and_then(Clone::clone).ok_or_else(|| {
+                    // RocksDB refuses such a merge as an invalid argument.
+                    StoreError::Backend(BackendError::new(
+                        BackendErrorKind::InvalidArgument,
+                        "merge on a column without a merge operator",
+                    ))
+                })?;
                 let map = col_mut(cols, c)?;
                 let old = map.get(&k).cloned();
-                let merged = merge(&k, old.as_deref(), &[operand.as_slice()])
-                    .ok_or_else(|| StoreError::Backend("merge operator failed".into()))?;
+                let merged = merge(&k, old.as_deref(), &[operand.as_slice()]).ok_or_else(|| {
+                    // RocksDB reports a failed merge as corruption.
+                    StoreError::Backend(BackendError::new(BackendErrorKind::Corruption, "merge operator failed"))
+                })?;
                 map.insert(k.clone(), merged);
                 undo.push((c, k, old));
             }

@@ -16,6 +16,7 @@ use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{
     BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamily, ColumnFamilyDescriptor, CompactOptions,
     DBCompressionType, DBRawIteratorWithThreadMode, FlushOptions, Options, ReadOptions, SliceTransform,
@@ -163,17 +164,33 @@ impl RocksBackend {
         &self.path
     }
 
-    /// The underlying RocksDB handle (for checkpoints, properties and statistics).
+    /// Writes an openable copy of the database to `path`, which must not exist yet: a
+    /// RocksDB checkpoint, whose table files are hard links where the file system allows.
+    pub fn checkpoint(&self, path: impl AsRef<Path>) -> Result<()> {
+        Ok(Checkpoint::new(self.db())?.create_checkpoint(path)?)
+    }
+
+    /// One of RocksDB's database-wide integer properties (`rocksdb.block-cache-usage`,
+    /// `rocksdb.num-running-flushes`, ...), or `None` if RocksDB has no such property.
+    pub fn property(&self, name: &str) -> Result<Option<u64>> {
+        Ok(self.db().property_int_value(name)?)
+    }
+
+    /// One of RocksDB's integer properties of a column family (`rocksdb.estimate-num-keys`,
+    /// `rocksdb.total-sst-files-size`, ...), or `None` if RocksDB has no such property.
+    /// `column` is of the set the database was opened with.
+    pub fn column_property<S: ColumnSet>(&self, column: S, name: &str) -> Result<Option<u64>> {
+        Ok(self.db().property_int_value_cf(self.cf(column.index())?, name)?)
+    }
+
+    /// The underlying RocksDB handle, for what this type does not offer (benchmarks that
+    /// compare with RocksDB's own API, tests that write raw files' worth of rows).
     pub fn db(&self) -> &DB {
         self.db.borrow_owner()
     }
 
     fn cf(&self, column: usize) -> Result<&ColumnFamily> {
-        self.db
-            .borrow_dependent()
-            .get(column)
-            .copied()
-            .ok_or_else(|| StoreError::Backend(format!("no column {column}")))
+        self.db.borrow_dependent().get(column).copied().ok_or(StoreError::UnknownColumn(column))
     }
 
     fn read_options(&self, column: usize, range: &RawRange) -> ReadOptions {
@@ -221,7 +238,7 @@ fn spawn_flusher(db: Arc<DB>, every: Duration) -> Result<(mpsc::Sender<()>, Join
                 _ => return,
             }
         })
-        .map_err(|e| StoreError::Backend(format!("cannot start the WAL sync thread: {e}")))?;
+        .map_err(|source| StoreError::Thread { name: "WAL sync", source })?;
     Ok((tx, handle))
 }
 
@@ -414,13 +431,7 @@ pub struct RocksOwnedSnapshot(OwnedSnapshotCell);
 
 impl RocksOwnedSnapshot {
     fn cf(&self, column: usize) -> Result<&ColumnFamily> {
-        self.0
-            .borrow_dependent()
-            .handles
-            .get(column)
-            .copied()
-            .flatten()
-            .ok_or_else(|| StoreError::Backend(format!("no column {column}")))
+        self.0.borrow_dependent().handles.get(column).copied().flatten().ok_or(StoreError::UnknownColumn(column))
     }
 }
 
@@ -529,9 +540,9 @@ impl Backend for RocksBackend {
 
     fn write(&self, batch: RocksBatch<'_>, preconditions: &[Precondition]) -> Result<Result<(), usize>> {
         if let Some(column) = batch.missing {
-            return Err(StoreError::Backend(format!("batch used unknown column {column}")));
+            return Err(StoreError::UnknownColumn(column));
         }
-        let poisoned = || StoreError::Backend("commit lock poisoned".into());
+        let poisoned = || StoreError::Poisoned("commit");
         if preconditions.is_empty() {
             let _shared = self.commit_lock.read().map_err(|_| poisoned())?;
             self.db().write_opt(batch.batch, &self.write_options)?;

@@ -1,0 +1,182 @@
+//! [`Governance`]: the op log in the store, the fold it materializes, and the Rust API.
+//! Each submit that logs ops writes, in one atomic batch, the new ops' rows, the heads and
+//! the difference between the previous fold and the new one, so the log and the view it
+//! folds to never disagree. Ops whose parents are missing wait in a bounded in-memory
+//! buffer (weft-dag's pending set; not durable: peers resend them, see
+//! [`Governance::missing`]); ops that fail their checks — malformed ([`InvalidOp`]),
+//! unauthorized at their causal parents ([`Rejection`]), or descending from such an op — are
+//! never logged. Which rows hold what: `docs/storage.md` (Group column). The parts:
+//! `submit` (making and submitting ops), `stage` (the batch a submit writes),
+//! `signing_keys`, `upgrades` and `read`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use weft_primitives::{Capabilities, GroupId, HybridClock, NamespaceId, OpId, PublicKey, Role, SignedOp};
+use weft_store::schema::Column;
+use weft_store::{Backend, Store, StoreError};
+
+use super::fold::{Folded, Memo, OpGraph};
+use super::op::{InvalidOp, OpLimits};
+use super::state::Rejection;
+
+mod read;
+mod signing_keys;
+mod stage;
+mod submit;
+mod upgrades;
+
+/// Governance settings.
+#[derive(Clone, Copy, Debug)]
+pub struct GovernanceConfig {
+    /// Size limits on ops.
+    pub limits: OpLimits,
+    /// Most ops one namespace may hold waiting for parents.
+    pub max_pending: usize,
+    /// Memoized fold states kept per namespace before the memo is cleared.
+    pub memo_limit: usize,
+    /// Rejected op ids remembered per namespace (so their descendants are rejected too).
+    pub rejected_limit: usize,
+}
+
+impl Default for GovernanceConfig {
+    fn default() -> Self {
+        GovernanceConfig { limits: OpLimits::default(), max_pending: 1024, memo_limit: 4096, rejected_limit: 4096 }
+    }
+}
+
+/// Errors of the governance API. Every error leaves the store unchanged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GovernanceError {
+    /// The op is malformed.
+    #[error("invalid op: {0}")]
+    Invalid(#[from] InvalidOp),
+    /// The op is not authorized at its causal parents (or, for an op built here,
+    /// on the current state).
+    #[error("op rejected: {0}")]
+    Rejected(#[from] Rejection),
+    /// The namespace's pending buffer is full; retry after catching up.
+    #[error("the namespace's pending buffer is full ({limit} ops)")]
+    PendingFull {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// This node holds no ops of the namespace.
+    #[error("unknown namespace {0}")]
+    UnknownNamespace(NamespaceId),
+    /// The group does not exist on this node.
+    #[error("unknown group {0}")]
+    UnknownGroup(GroupId),
+    /// This node holds no identity in the namespace.
+    #[error("no identity in namespace {0}")]
+    NoIdentity(NamespaceId),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Stored rows contradict each other (a bug or on-disk corruption).
+    #[error("inconsistent governance store: {0}")]
+    Inconsistent(String),
+    /// Sealing a group key for a member failed.
+    #[error("group key: {0}")]
+    Envelope(#[from] weft_primitives::EnvelopeError),
+    /// A key a peer sent was refused (misaddressed, unknown to the group, or not opening).
+    #[error("key refused: {0}")]
+    KeyRefused(String),
+    /// A group-private op cannot be sealed here: this node does not hold the group's current
+    /// key, or some of the group's private state is sealed under a key it lacks.
+    #[error("this node does not hold the keys of group {0} (yet): ask a member, or wait for key recovery")]
+    KeyNotHeld(GroupId),
+    /// A sealed op body could not be made.
+    #[error("sealed op body: {0}")]
+    Sealed(weft_primitives::SealedOpError),
+}
+
+/// What became of a submitted op.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Submitted {
+    /// Logged, and it takes effect in the fold.
+    Accepted,
+    /// Logged (it was authorized at its parents), but a concurrent op ordered
+    /// before it wins in the fold, so it has no effect — for now: a later branch
+    /// may change that.
+    Overruled(Rejection),
+    /// Waiting for these parents.
+    Pending {
+        /// Parents not logged yet.
+        missing: Vec<OpId>,
+    },
+    /// Already logged or pending.
+    Duplicate,
+    /// Logged, and its envelope takes effect (its nonce is used), but it is a group-private
+    /// op whose body this node cannot read (sealed under a key it lacks, or after such an
+    /// op of its group): its effect on the group's private state is held back here.
+    Held,
+}
+
+/// The result of a submit: the op's fate and what else it moved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubmitOutcome {
+    /// The submitted op's fate.
+    pub op: Submitted,
+    /// Pending ops the submit released and logged, in order.
+    pub released: Vec<OpId>,
+    /// Pending ops the submit released but that were rejected at their parents (not logged).
+    pub dropped: Vec<(OpId, Rejection)>,
+}
+
+/// A member as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberInfo {
+    /// The member's identity.
+    pub identity: PublicKey,
+    /// Its role.
+    pub role: Role,
+    /// Its capabilities as checks see them (admins: all; read-only: none).
+    pub capabilities: Capabilities,
+}
+
+/// One namespace held in memory: its logged ops, the pending buffer, the memo
+/// and the current fold.
+#[derive(Clone)]
+struct Loaded {
+    graph: OpGraph,
+    pending: HashMap<OpId, SignedOp>,
+    memo: Memo,
+    folded: Folded,
+    rejected: BTreeMap<OpId, Rejection>,
+}
+
+/// Governance over a node store.
+pub struct Governance<B: Backend> {
+    store: Arc<Store<B, Column>>,
+    config: GovernanceConfig,
+    clock: Mutex<HybridClock>,
+    namespaces: Mutex<HashMap<NamespaceId, Loaded>>,
+    /// Serializes [`Governance::apply_upgrade`] (its progress row is read, then written).
+    migrations: Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Batches are atomic and the cache is replaced only after a successful write,
+    // so a panic elsewhere cannot leave the guarded data half-updated.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<B: Backend> Governance<B> {
+    /// Governance over `store`.
+    pub fn new(store: Arc<Store<B, Column>>, config: GovernanceConfig) -> Self {
+        Governance {
+            store,
+            config,
+            clock: Mutex::new(HybridClock::new()),
+            namespaces: Mutex::new(HashMap::new()),
+            migrations: Mutex::new(()),
+        }
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Store<B, Column> {
+        &self.store
+    }
+}

@@ -1,0 +1,262 @@
+//! The batch a submit writes besides its ops: the log rows and heads of newly logged ops,
+//! and the rows of the materialized fold that differ between the previous fold and the
+//! new one (row by row, so a re-fold that flips an earlier verdict rewrites exactly what
+//! changed).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use weft_primitives::{
+    Capabilities, ContextId, GroupDefaultCapsValue, GroupId, GroupMemberCapabilityValue, GroupMetaValue,
+    GroupOpHeadValue, GroupUpgradeValue, NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId, OpId, PublicKey,
+    Role,
+};
+use weft_store::schema::{
+    Column, ContextGroupRef, GroupAlias, GroupChildIndex, GroupContextAlias, GroupContextIndex, GroupContextMemberCap,
+    GroupDefaultCaps, GroupLocalGovNonce, GroupMember, GroupMemberAlias, GroupMemberCapability, GroupMemberContext,
+    GroupMeta, GroupOpHead, GroupOpLog, GroupParentRef, GroupUpgradeKey, NamespaceGovHead, NamespaceGovOp,
+};
+use weft_store::{Backend, Read, WriteBatch};
+
+use super::{Governance, GovernanceError};
+use crate::governance::fold::OpGraph;
+use crate::governance::state::{GovState, GroupState};
+
+impl<B: Backend> Governance<B> {
+    /// Stages the log rows of newly logged ops and the heads.
+    pub(super) fn stage_log(
+        &self,
+        batch: &mut WriteBatch<'_, B, Column>,
+        graph: &OpGraph,
+        namespace_id: NamespaceId,
+        logged: &[OpId],
+    ) -> Result<(), GovernanceError> {
+        let mut group_heads: HashMap<GroupId, GroupOpHeadValue> = HashMap::new();
+        for id in logged {
+            let op = graph.get(id).ok_or_else(|| GovernanceError::Inconsistent(format!("logged {id} is gone")))?;
+            let bytes = borsh::to_vec(op).map_err(|e| GovernanceError::Inconsistent(e.to_string()))?;
+            let group_id = op.content.group_id;
+            let head = match group_heads.remove(&group_id) {
+                Some(h) => h,
+                None => self
+                    .store
+                    .get(&GroupOpHead { group_id })?
+                    .unwrap_or(GroupOpHeadValue { sequence: 0, dag_heads: Vec::new() }),
+            };
+            let ancestors = graph.down_set(&op.content.parents);
+            let mut dag_heads: Vec<OpId> = head.dag_heads.into_iter().filter(|h| !ancestors.contains(h)).collect();
+            dag_heads.push(*id);
+            dag_heads.sort_unstable();
+            let sequence = head.sequence.saturating_add(1);
+            batch.put(&GroupOpLog { group_id, seq: sequence }, &bytes);
+            batch.put(&NamespaceGovOp { namespace_id, op_id: *id }, &NamespaceGovOpValue { skeleton_bytes: bytes });
+            group_heads.insert(group_id, GroupOpHeadValue { sequence, dag_heads });
+        }
+        for (group_id, head) in group_heads {
+            batch.put(&GroupOpHead { group_id }, &head);
+        }
+        let sequence = u64::try_from(graph.len()).unwrap_or(u64::MAX);
+        batch.put(
+            &NamespaceGovHead { namespace_id },
+            &NamespaceGovHeadValue { sequence, dag_heads: graph.heads().to_vec() },
+        );
+        Ok(())
+    }
+
+    /// Stages the rows that differ between two folds of a namespace.
+    pub(super) fn stage_view(
+        &self,
+        batch: &mut WriteBatch<'_, B, Column>,
+        old: &GovState,
+        new: &GovState,
+    ) -> Result<(), GovernanceError> {
+        let root = new.namespace_id.root_group();
+        diff(&old.nonces, &new.nonces, |signer, window| match window {
+            Some(w) => batch.put(&GroupLocalGovNonce { group_id: root, signer: *signer }, w),
+            None => batch.delete(&GroupLocalGovNonce { group_id: root, signer: *signer }),
+        });
+        let ids: BTreeSet<GroupId> = old.groups.keys().chain(new.groups.keys()).copied().collect();
+        for group_id in ids {
+            self.stage_group(batch, new.namespace_id, group_id, old.groups.get(&group_id), new.groups.get(&group_id))?;
+        }
+        Ok(())
+    }
+
+    fn stage_group(
+        &self,
+        batch: &mut WriteBatch<'_, B, Column>,
+        namespace_id: NamespaceId,
+        group_id: GroupId,
+        old: Option<&GroupState>,
+        new: Option<&GroupState>,
+    ) -> Result<(), GovernanceError> {
+        let g = group_id;
+        let empty = Fields::default();
+        let (o, n) = (old.map_or(empty.clone(), Fields::of), new.map_or(empty, Fields::of));
+        single(o.meta.as_ref(), n.meta.as_ref(), |v| match v {
+            Some(v) => batch.put(&GroupMeta { group_id: g }, v),
+            None => batch.delete(&GroupMeta { group_id: g }),
+        });
+        single(o.parent.as_ref(), n.parent.as_ref(), |v| match v {
+            Some(p) => batch.put(&GroupParentRef { child_id: g }, p),
+            None => batch.delete(&GroupParentRef { child_id: g }),
+        });
+        if o.upgrade != n.upgrade {
+            // A new upgrade (or a re-fold that changed it): its status is this node's
+            // progress, from the contexts' metadata and migration records.
+            match n.upgrade.as_ref() {
+                Some(u) => {
+                    let contexts: Vec<ContextId> = n.contexts.keys().copied().collect();
+                    let target = n.meta.as_ref().map(|m| m.target_application_id).unwrap_or_default();
+                    let progressed = self.progress(g, u, target, &contexts, None)?;
+                    batch.put(&GroupUpgradeKey { group_id: g }, &progressed);
+                }
+                None => batch.delete(&GroupUpgradeKey { group_id: g }),
+            }
+        }
+        diff(&o.joined, &n.joined, |(identity, context_id), present| {
+            let key = GroupMemberContext { group_id: g, identity: *identity, context_id: *context_id };
+            match present {
+                Some(()) => batch.put(&key, identity),
+                None => batch.delete(&key),
+            }
+        });
+        single(o.defaults.as_ref(), n.defaults.as_ref(), |v| match v {
+            Some(d) => batch.put(&GroupDefaultCaps { group_id: g }, d),
+            None => batch.delete(&GroupDefaultCaps { group_id: g }),
+        });
+        single(o.alias.as_ref(), n.alias.as_ref(), |v| match v {
+            Some(a) => batch.put(&GroupAlias { group_id: g }, a),
+            None => batch.delete(&GroupAlias { group_id: g }),
+        });
+        diff(&o.members, &n.members, |identity, role| match role {
+            Some(r) => batch.put(&GroupMember { group_id: g, identity: *identity }, r),
+            None => batch.delete(&GroupMember { group_id: g, identity: *identity }),
+        });
+        diff(&o.capabilities, &n.capabilities, |identity, caps| {
+            let key = GroupMemberCapability { group_id: g, identity: *identity };
+            match caps {
+                Some(c) => batch.put(&key, &GroupMemberCapabilityValue { capabilities: c.0 }),
+                None => batch.delete(&key),
+            }
+        });
+        diff(&o.context_caps, &n.context_caps, |(context_id, identity), caps| {
+            let key = GroupContextMemberCap { group_id: g, context_id: *context_id, identity: *identity };
+            match caps {
+                Some(c) => batch.put(&key, &c.0),
+                None => batch.delete(&key),
+            }
+        });
+        diff(&o.member_aliases, &n.member_aliases, |identity, alias| {
+            let key = GroupMemberAlias { group_id: g, identity: *identity };
+            match alias {
+                Some(a) => batch.put(&key, a),
+                None => batch.delete(&key),
+            }
+        });
+        diff(&o.context_aliases, &n.context_aliases, |context_id, alias| {
+            let key = GroupContextAlias { group_id: g, context_id: *context_id };
+            match alias {
+                Some(a) => batch.put(&key, a),
+                None => batch.delete(&key),
+            }
+        });
+        diff(&o.children, &n.children, |child_id, present| match present {
+            Some(()) => batch.put(&GroupChildIndex { parent_id: g, child_id: *child_id }, &()),
+            None => batch.delete(&GroupChildIndex { parent_id: g, child_id: *child_id }),
+        });
+        let mut unref = Vec::new();
+        let mut registered = Vec::new();
+        diff(&o.contexts, &n.contexts, |context_id, present| match present {
+            Some(()) => {
+                batch.put(&GroupContextIndex { group_id: g, context_id: *context_id }, &());
+                registered.push(*context_id);
+            }
+            None => {
+                batch.delete(&GroupContextIndex { group_id: g, context_id: *context_id });
+                unref.push(*context_id);
+            }
+        });
+        // The reverse reference binds a context to one namespace on this node: the first that
+        // registers it here (the one the node created it in, or joined it through). Another
+        // namespace registering the same id does not take it over — its members could
+        // otherwise write to the context, and its key would seal its traffic (see
+        // `GovernanceAuthorizer::check`). Within the namespace it may move between groups.
+        for context_id in registered {
+            match self.store.get(&ContextGroupRef { context_id })? {
+                Some(bound) if bound != g && self.namespace_of(&bound).is_ok_and(|ns| ns != namespace_id) => {
+                    tracing::warn!(
+                        %context_id, %namespace_id, bound_group = %bound,
+                        "a namespace registers a context bound to another namespace here: ignored on this node"
+                    );
+                }
+                _ => batch.put(&ContextGroupRef { context_id }, &g),
+            }
+        }
+        // The reverse reference is node-wide: drop it only if it still names this group.
+        for context_id in unref {
+            if self.store.get(&ContextGroupRef { context_id })? == Some(g) {
+                batch.delete(&ContextGroupRef { context_id });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A group's state in the shapes its rows take, for diffing.
+#[derive(Clone, Default)]
+struct Fields {
+    meta: Option<GroupMetaValue>,
+    parent: Option<GroupId>,
+    upgrade: Option<GroupUpgradeValue>,
+    defaults: Option<GroupDefaultCapsValue>,
+    alias: Option<String>,
+    members: BTreeMap<PublicKey, Role>,
+    capabilities: BTreeMap<PublicKey, Capabilities>,
+    context_caps: BTreeMap<(ContextId, PublicKey), weft_primitives::ContextCapabilities>,
+    member_aliases: BTreeMap<PublicKey, String>,
+    context_aliases: BTreeMap<ContextId, String>,
+    children: BTreeMap<GroupId, ()>,
+    contexts: BTreeMap<ContextId, ()>,
+    joined: BTreeMap<(PublicKey, ContextId), ()>,
+}
+
+impl Fields {
+    fn of(g: &GroupState) -> Fields {
+        Fields {
+            meta: Some(g.meta.clone()),
+            parent: g.parent,
+            upgrade: g.upgrade.clone(),
+            defaults: Some(GroupDefaultCapsValue { capabilities: g.default_capabilities.0 }),
+            alias: g.alias.clone(),
+            members: g.members.clone(),
+            capabilities: g.capabilities.clone(),
+            context_caps: g.context_capabilities.clone(),
+            member_aliases: g.member_aliases.clone(),
+            context_aliases: g.context_aliases.clone(),
+            children: g.children.iter().map(|c| (*c, ())).collect(),
+            contexts: g.contexts.iter().map(|c| (*c, ())).collect(),
+            joined: g.joined.iter().map(|(c, m)| ((*m, *c), ())).collect(),
+        }
+    }
+}
+
+/// Calls `f(new)` when a single-valued row changed.
+fn single<V: PartialEq>(old: Option<&V>, new: Option<&V>, f: impl FnOnce(Option<&V>)) {
+    if old != new {
+        f(new);
+    }
+}
+
+/// Calls `f(key, Some(new))` for each added or changed entry and `f(key, None)` for each removed one.
+fn diff<K: Ord, V: PartialEq>(old: &BTreeMap<K, V>, new: &BTreeMap<K, V>, mut f: impl FnMut(&K, Option<&V>)) {
+    for (k, v) in new {
+        if old.get(k) != Some(v) {
+            f(k, Some(v));
+        }
+    }
+    for k in old.keys() {
+        if !new.contains_key(k) {
+            f(k, None);
+        }
+    }
+}

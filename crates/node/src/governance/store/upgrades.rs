@@ -1,0 +1,166 @@
+//! Upgrades: moving this node's replicas of a group's contexts to the group's target
+//! application, and this node's progress (0x24, 0x2B; node-local rows).
+
+use weft_primitives::{
+    ApplicationId, ApplicationMeta, ContextId, GroupContextLastMigrationValue, GroupId, GroupUpgradeStatus,
+    GroupUpgradeValue,
+};
+use weft_store::schema::{ContextMeta, GroupContextLastMigration, GroupUpgradeKey};
+use weft_store::{Backend, Read, StoreError};
+
+use super::{lock, Governance, GovernanceError};
+
+/// Most times a context's move is retried when its metadata changed under it.
+const MIGRATION_RETRIES: usize = 16;
+
+impl<B: Backend> Governance<B> {
+    /// Moves this node's replicas of a group's contexts to the group's target
+    /// application, records each move (0x2B) and this node's progress (0x24).
+    ///
+    /// A context moves when its `ContextMeta` names the target application: for each
+    /// of the group's contexts this node holds that does not run it yet, `installed`
+    /// gives the target's metadata (`None`: not installed here) and the context's
+    /// metadata is switched to it in one batch with its migration record and the new
+    /// progress — or, without the application, a failed record is written and the
+    /// context keeps its application. Returns the records written.
+    pub fn apply_upgrade(
+        &self,
+        group_id: &GroupId,
+        installed: impl Fn(&ApplicationId) -> Option<ApplicationMeta>,
+    ) -> Result<Vec<(ContextId, GroupContextLastMigrationValue)>, GovernanceError> {
+        let _serial = lock(&self.migrations);
+        let namespace_id = self.namespace_of(group_id)?;
+        let Some((upgrade, target, contexts)) = self.with_loaded(&namespace_id, |l| {
+            l.folded.state.group(group_id).and_then(|g| {
+                let u = g.upgrade.clone()?;
+                Some((u, g.meta.target_application_id, g.contexts.iter().copied().collect::<Vec<_>>()))
+            })
+        })?
+        else {
+            return Ok(Vec::new());
+        };
+        let mut written = Vec::new();
+        for context_id in &contexts {
+            for attempt in 0.. {
+                let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { break };
+                if meta.application.application_id == target {
+                    break;
+                }
+                let last =
+                    self.store.get(&GroupContextLastMigration { group_id: *group_id, context_id: *context_id })?;
+                if last.as_ref().is_some_and(|r| r.to_application == target && r.error.is_some())
+                    && installed(&target).is_none()
+                {
+                    break; // failed before, and nothing changed since
+                }
+                let mut record = GroupContextLastMigrationValue {
+                    from_application: meta.application.application_id,
+                    to_application: target,
+                    method: upgrade.migration.clone(),
+                    migrated_at_ms: weft_primitives::wall_clock_ms(),
+                    error: None,
+                };
+                let mut batch = self.store.batch();
+                match installed(&target) {
+                    Some(application) => {
+                        let mut moved = meta.clone();
+                        moved.application = application;
+                        batch.require_value(&ContextMeta { context_id: *context_id }, &meta);
+                        batch.put(&ContextMeta { context_id: *context_id }, &moved);
+                    }
+                    None => {
+                        record.error = Some(format!("application {target} is not installed on this node"));
+                    }
+                }
+                let key = GroupContextLastMigration { group_id: *group_id, context_id: *context_id };
+                batch.put(&key, &record);
+                let progressed = self.progress(*group_id, &upgrade, target, &contexts, Some((*context_id, &record)))?;
+                batch.put(&GroupUpgradeKey { group_id: *group_id }, &progressed);
+                match self.store.write(batch) {
+                    Ok(()) => {
+                        // The engine rewrites ContextMeta whole when it commits a run; the
+                        // service calls this under `ContextEngine::exclusive`, so no run is
+                        // under way. Called without it, a run that read the old row could
+                        // undo the move: check, and do it again.
+                        let now = self.store.get(&ContextMeta { context_id: *context_id })?;
+                        let undone =
+                            record.error.is_none() && now.is_some_and(|m| m.application.application_id != target);
+                        if undone && attempt < MIGRATION_RETRIES {
+                            continue;
+                        }
+                        written.push((*context_id, record));
+                        break;
+                    }
+                    // The engine changed the context's metadata meanwhile: read it again.
+                    Err(StoreError::Conflict { .. }) if attempt < MIGRATION_RETRIES => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let progressed = self.progress(*group_id, &upgrade, target, &contexts, None)?;
+        if self.store.get(&GroupUpgradeKey { group_id: *group_id })?.as_ref() != Some(&progressed) {
+            self.store.put(&GroupUpgradeKey { group_id: *group_id }, &progressed)?;
+        }
+        Ok(written)
+    }
+
+    /// The last migration recorded for a context of a group on this node.
+    pub fn last_migration(
+        &self,
+        group_id: &GroupId,
+        context_id: &ContextId,
+    ) -> Result<Option<GroupContextLastMigrationValue>, GovernanceError> {
+        Ok(self.store.get(&GroupContextLastMigration { group_id: *group_id, context_id: *context_id })?)
+    }
+
+    /// `upgrade` with its status as this node's progress: of the group's `contexts`
+    /// this node holds (`total`), those running `target` (`completed`) and those whose
+    /// last migration to `target` failed (`failed`) — `pending` counting as written.
+    /// When they add up to `total`, the upgrade is Completed at the latest record's
+    /// time (or when it was initiated, if no context had to move). An upgrade already
+    /// recorded Completed here stays so.
+    pub(super) fn progress(
+        &self,
+        group_id: GroupId,
+        upgrade: &GroupUpgradeValue,
+        target: ApplicationId,
+        contexts: &[ContextId],
+        pending: Option<(ContextId, &GroupContextLastMigrationValue)>,
+    ) -> Result<GroupUpgradeValue, GovernanceError> {
+        let mut out = upgrade.clone();
+        if let Some(stored) = self.store.get(&GroupUpgradeKey { group_id })? {
+            let same = stored.initiated_at == upgrade.initiated_at
+                && stored.initiated_by == upgrade.initiated_by
+                && stored.to_version == upgrade.to_version;
+            if same && matches!(stored.status, GroupUpgradeStatus::Completed { .. }) {
+                return Ok(stored);
+            }
+        }
+        let (mut total, mut completed, mut failed, mut last_at) = (0u64, 0u64, 0u64, upgrade.initiated_at);
+        for context_id in contexts {
+            let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { continue };
+            total += 1;
+            // A record being written moves the context in the same batch; otherwise the
+            // context's metadata says whether it moved.
+            let (record, moved_now) = match pending {
+                Some((c, r)) if c == *context_id => (Some(r.clone()), r.error.is_none()),
+                _ => (self.store.get(&GroupContextLastMigration { group_id, context_id: *context_id })?, false),
+            };
+            let record = record.filter(|r| r.to_application == target);
+            if let Some(r) = &record {
+                last_at = last_at.max(r.migrated_at_ms);
+            }
+            if meta.application.application_id == target || moved_now {
+                completed += 1;
+            } else if record.is_some_and(|r| r.error.is_some()) {
+                failed += 1;
+            }
+        }
+        out.status = if completed + failed >= total {
+            GroupUpgradeStatus::Completed { completed_at: last_at }
+        } else {
+            GroupUpgradeStatus::InProgress { total, completed, failed }
+        };
+        Ok(out)
+    }
+}

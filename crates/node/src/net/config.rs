@@ -1,0 +1,67 @@
+//! The network's settings ([`NetConfig`]) and their defaults, the one place they are set:
+//! `config.toml`'s `[p2p]` and `[sync]` sections take theirs from here and map onto these
+//! settings (see [`crate::config::NodeConfig::net`]).
+
+use std::time::Duration;
+
+use libp2p::Multiaddr;
+
+/// Network settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetConfig {
+    /// Addresses to listen on (e.g. `/ip4/0.0.0.0/tcp/7428`; port 0 picks one).
+    pub listen: Vec<Multiaddr>,
+    /// Peers to dial at start and redial while not connected.
+    pub bootstrap: Vec<Multiaddr>,
+    /// How often each context's (heads, root) is compared with each peer's.
+    pub anti_entropy_interval: Duration,
+    /// Most deltas (or ops) asked for per catch-up response (`sync.catch_up_batch`; at most
+    /// [`MAX_DELTAS_PER_RESPONSE`](super::protocol::MAX_DELTAS_PER_RESPONSE) deltas and
+    /// [`MAX_OPS_PER_RESPONSE`](super::protocol::MAX_OPS_PER_RESPONSE) ops are sent).
+    pub catch_up_batch: u32,
+    /// How long a sync request may take before it is abandoned.
+    pub request_timeout: Duration,
+    /// A fresh node (no delta of the context applied) joins by snapshot when a peer has
+    /// applied at least this many deltas; below, it catches up by deltas.
+    pub snapshot_threshold: u64,
+    /// Most bytes of a snapshot this node buffers while receiving it; a larger one is
+    /// refused and the node catches up by deltas.
+    pub snapshot_max_bytes: usize,
+    /// Most catch-up sessions (deltas, ops or snapshot; one per peer and context or
+    /// namespace) this node runs at once as the asking side; more wait for a later tick.
+    pub max_sessions: usize,
+    /// Most inbound items (sync requests and gossip messages) queued per peer awaiting
+    /// service (and at most [`MAX_PEER_QUEUE_BYTES`](super::MAX_PEER_QUEUE_BYTES) of them);
+    /// past it a request is refused with `Busy` and a gossip message dropped unprocessed.
+    pub peer_queue_depth: usize,
+    /// Sync requests a peer may send per second, sustained (a token bucket per peer); past
+    /// it they are refused with `Busy`. 0: no limit.
+    pub peer_request_rate: u32,
+    /// Sync requests a peer may send at once above that rate (the bucket's size).
+    pub peer_request_burst: u32,
+    /// Gossip messages a peer may deliver per second, sustained; past it they are dropped
+    /// unprocessed (anti-entropy fetches the deltas later). 0: no limit.
+    pub peer_gossip_rate: u32,
+    /// Gossip messages a peer may deliver at once above that rate.
+    pub peer_gossip_burst: u32,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            listen: Vec::new(),
+            bootstrap: Vec::new(),
+            anti_entropy_interval: Duration::from_secs(5),
+            catch_up_batch: 2048,
+            request_timeout: Duration::from_secs(30),
+            snapshot_threshold: 1000,
+            snapshot_max_bytes: 512 << 20,
+            max_sessions: 8,
+            peer_queue_depth: 256,
+            peer_request_rate: 1000,
+            peer_request_burst: 2000,
+            peer_gossip_rate: 5000,
+            peer_gossip_burst: 10_000,
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! Contexts' deltas, as a kind of log ([`Contexts`]; see `log.rs`). A local write is applied,
+//! then published on the context's topic (`weft/context/<id>`); receivers validate it (id,
+//! signature, shape, authorization — through the state engine), apply it and compare roots. A
+//! status is `(heads, root, delta count)`: equal heads and roots are in sync; equal heads with
+//! different roots are a divergence, reported and repaired (`repair.rs`); a node holding none
+//! of the context's deltas joins by snapshot when the peer holds many (`snapshot.rs`). A
+//! context is sealed under its group's current key, once the group has one. Deltas citing
+//! governance ops not logged here wait for them (`deferred.rs`); a delta applied on its parents
+//! that does not give its author's root asks the sender's status, which repairs if heads match.
+//! Catch-up pages are served from a walk of the DAG kept between pages ([`Serving`]).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
+use libp2p::{gossipsub, PeerId};
+use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, GroupId, GroupKey, KeyId, NamespaceId, Sealed};
+use weft_store::Backend;
+
+use super::driver::{Driver, NetBackend, Pending};
+use super::log::{Gossiped, LogCounters, LogKind, LogSync, Verdict};
+use super::protocol::{
+    sealing_header, Gossip, SealedKind, SyncRequest, SyncResponse, MAX_DELTAS_PER_RESPONSE, MAX_FRAME,
+};
+use super::sealing::{Sealing, Unsealed};
+use super::swarm::topic;
+use super::{NetEvent, NetStats};
+use crate::context::EngineError;
+use crate::governance::Governance;
+
+/// Most catch-ups served at once (each holds its remaining ids: 32 bytes a delta).
+const MAX_SERVING: usize = 64;
+
+/// Contexts' deltas: the log kind.
+pub(super) struct Contexts;
+
+/// What the network keeps for contexts besides what every log kind keeps.
+#[derive(Default)]
+pub(super) struct ContextState {
+    /// Per context, the delta count each peer last reported (see `Network::sync_target`).
+    pub(super) reported: HashMap<ContextId, HashMap<PeerId, u64>>,
+    /// Catch-ups being served, by asking peer and context (see [`Serving`]).
+    serving: Mutex<HashMap<(PeerId, ContextId), Serving>>,
+}
+
+impl ContextState {
+    /// Forgets a disconnected peer.
+    pub(super) fn forget_peer(&mut self, peer: PeerId) {
+        for counts in self.reported.values_mut() {
+            counts.remove(&peer);
+        }
+        self.serving.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|(p, _), _| *p != peer);
+    }
+}
+
+/// A catch-up being served to a peer: the rest of what it lacked when it first asked, so the
+/// following pages are sliced off instead of walking the DAG again (a walk per page made a
+/// gap of n deltas cost about n²/page DAG reads). Used while each head the peer reports is
+/// one it had when the walk was made or one served since; otherwise the walk is redone.
+/// Deltas applied here after the walk are picked up by the walk after the last page.
+struct Serving {
+    /// The peer's heads at the walk, and every id served since.
+    known: HashSet<DeltaId>,
+    /// What the peer lacked at the walk, in topological order.
+    ids: Vec<DeltaId>,
+    /// How many of `ids` have been served.
+    next: usize,
+}
+
+impl LogKind for Contexts {
+    type Id = ContextId;
+    type Head = DeltaId;
+    type Entry = ContextDagDeltaValue;
+    type State = ContextState;
+
+    const NAME: &'static str = "context";
+    const PIPELINED: bool = true;
+    const MAX_PAGE: u32 = MAX_DELTAS_PER_RESPONSE;
+    const SEALED_NOT_ENTRY: &'static str = "a sealed message that is not a delta";
+    const SEALED: &'static str = "sealed message";
+
+    fn log<B: Backend>(driver: &Driver<B>) -> &LogSync<Self> {
+        &driver.contexts
+    }
+
+    fn log_mut<B: Backend>(driver: &mut Driver<B>) -> &mut LogSync<Self> {
+        &mut driver.contexts
+    }
+
+    fn topic(id: &ContextId) -> gossipsub::IdentTopic {
+        topic(id)
+    }
+
+    fn counters(stats: &NetStats) -> LogCounters<'_> {
+        LogCounters {
+            rejected: &stats.gossip_rejected,
+            sealed_sent: &stats.sealed_sent,
+            sealed_opened: &stats.sealed_opened,
+            sealed_unreadable: &stats.sealed_unreadable,
+            sealed_withheld: &stats.sealed_withheld,
+        }
+    }
+
+    fn in_sync_event(context_id: ContextId, peer: PeerId) -> NetEvent {
+        NetEvent::InSync { context_id, peer }
+    }
+
+    fn rejected_event(context_id: ContextId, peer: PeerId, reason: String) -> NetEvent {
+        NetEvent::Rejected { context_id, peer, reason }
+    }
+
+    fn status_request(context_id: ContextId) -> (SyncRequest, Pending) {
+        (SyncRequest::Status { context_id }, Pending::Status(context_id))
+    }
+
+    fn compare<B: NetBackend>(
+        driver: &mut Driver<B>,
+        peer: PeerId,
+        context_id: ContextId,
+        response: SyncResponse,
+    ) -> Option<Verdict> {
+        let SyncResponse::Status { heads, root_hash, delta_count } = response else {
+            return None;
+        };
+        driver.contexts.kind.reported.entry(context_id).or_default().insert(peer, delta_count);
+        let ours = driver.engine.view(&context_id).ok()?;
+        if heads == ours.heads {
+            if root_hash == ours.root_hash {
+                return Some(Verdict::InSync);
+            }
+            tracing::warn!(%context_id, %peer, "equal heads, different roots: divergence");
+            driver.emit(NetEvent::Diverged { context_id, peer });
+            driver.start_repair(peer, context_id);
+            return Some(Verdict::Differs);
+        }
+        let behind = heads.iter().any(|h| !driver.engine.is_applied(&context_id, h).unwrap_or(false));
+        let fresh = ours.heads.is_empty() && ours.status.delta_count == 0;
+        let failed_lately = driver
+            .snapshots
+            .failed
+            .get(&(peer, context_id))
+            .is_some_and(|t| t.elapsed() < driver.config.anti_entropy_interval * 10);
+        if behind && fresh && delta_count >= driver.config.snapshot_threshold && !failed_lately {
+            driver.start_snapshot(peer, context_id);
+            return Some(Verdict::Differs);
+        }
+        Some(if behind { Verdict::Behind } else { Verdict::Differs })
+    }
+
+    fn heads<B: NetBackend>(driver: &Driver<B>, context_id: &ContextId) -> Option<Vec<DeltaId>> {
+        // Deltas would make the context no longer fresh, and the snapshot would be refused.
+        if driver.snapshots.receiving.contains_key(context_id) {
+            return None;
+        }
+        match driver.engine.view(context_id) {
+            Ok(view) => Some(view.heads),
+            Err(e) => {
+                tracing::warn!(%context_id, error = %e, "cannot read heads");
+                None
+            }
+        }
+    }
+
+    fn page_request(context_id: ContextId, heads: Vec<DeltaId>, max: u32) -> (SyncRequest, Pending) {
+        (SyncRequest::Deltas { context_id, heads, max }, Pending::Deltas(context_id))
+    }
+
+    fn page(response: SyncResponse) -> Option<(Vec<ContextDagDeltaValue>, bool)> {
+        match response {
+            SyncResponse::Deltas { deltas, more } => Some((deltas, more)),
+            _ => None,
+        }
+    }
+
+    fn apply_page<B: NetBackend>(
+        driver: &mut Driver<B>,
+        peer: PeerId,
+        context_id: ContextId,
+        deltas: Vec<ContextDagDeltaValue>,
+    ) -> bool {
+        let mut applied = Vec::new();
+        let mut progressed = false;
+        let waiting: Vec<Option<(NamespaceId, ContextDagDeltaValue)>> =
+            deltas.iter().map(|d| driver.unknown_position(d).map(|ns| (ns, d.clone()))).collect();
+        let results = driver.engine.receive_many(&context_id, deltas, driver.authorizer.as_ref());
+        for (result, waiting) in results.into_iter().zip(waiting) {
+            match result {
+                Err(EngineError::Unauthorized(_)) if waiting.is_some() => {
+                    if let Some((namespace_id, delta)) = waiting {
+                        let _ = driver.defer(context_id, delta, peer, namespace_id);
+                    }
+                }
+                Ok(outcome) => {
+                    progressed |= !outcome.duplicate;
+                    applied.extend(outcome.applied);
+                }
+                Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
+                    driver.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
+                    driver.emit(NetEvent::Rejected { context_id, peer, reason: e.to_string() });
+                }
+                Err(e) => tracing::warn!(%context_id, error = %e, "synced delta not applied"),
+            }
+        }
+        driver.stats.synced_deltas.fetch_add(applied.len() as u64, Ordering::Relaxed);
+        if !applied.is_empty() {
+            driver.emit(NetEvent::Applied { context_id, delta_ids: applied });
+        }
+        progressed
+    }
+
+    fn gossip(mut delta: ContextDagDeltaValue) -> Gossip {
+        delta.applied = false;
+        Gossip::Delta(delta)
+    }
+
+    fn sealed_gossip(context_id: ContextId, group_id: GroupId, sealed: Sealed) -> Gossip {
+        Gossip::Sealed { context_id, group_id, sealed }
+    }
+
+    fn from_gossip(context_id: &ContextId, gossip: Gossip) -> Gossiped<ContextDagDeltaValue> {
+        match gossip {
+            Gossip::Delta(delta) => Gossiped::Entry(delta),
+            Gossip::Sealed { context_id: sealed_for, .. } if sealed_for != *context_id => {
+                Gossiped::Refused("a sealed delta for another context")
+            }
+            Gossip::Sealed { group_id, sealed, .. } => Gossiped::Sealed(group_id, sealed),
+            Gossip::Op(_) | Gossip::NamespaceSealed { .. } => Gossiped::Refused("a governance op on a context topic"),
+        }
+    }
+
+    fn receive<B: NetBackend>(
+        driver: &mut Driver<B>,
+        source: PeerId,
+        context_id: ContextId,
+        delta: ContextDagDeltaValue,
+    ) -> gossipsub::MessageAcceptance {
+        // Kept only when it may have to wait for its cited ops.
+        let waiting = driver.unknown_position(&delta).map(|ns| (ns, delta.clone()));
+        match driver.engine.receive(&context_id, delta, driver.authorizer.as_ref()) {
+            Err(EngineError::Unauthorized(_)) if waiting.is_some() => match waiting {
+                Some((namespace_id, delta)) => driver.defer(context_id, delta, source, namespace_id),
+                None => gossipsub::MessageAcceptance::Ignore,
+            },
+            Ok(outcome) => {
+                driver.stats.gossip_accepted.fetch_add(1, Ordering::Relaxed);
+                if !outcome.applied.is_empty() {
+                    driver.emit(NetEvent::Applied { context_id, delta_ids: outcome.applied });
+                }
+                if !outcome.missing.is_empty() && !driver.contexts.catching_up.contains(&(source, context_id)) {
+                    driver.ask_page::<Contexts>(source, context_id);
+                }
+                if !outcome.divergences.is_empty() {
+                    // Not the author's root: compare with the sender, which repairs if heads match.
+                    driver.ask_status::<Contexts>(source, context_id);
+                }
+                gossipsub::MessageAcceptance::Accept
+            }
+            Err(EngineError::Unauthorized(reason)) if driver.held_back(&context_id) => {
+                tracing::debug!(%context_id, %reason, "delta not judged: the group's private state waits for a key");
+                gossipsub::MessageAcceptance::Ignore
+            }
+            Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
+                driver.reject::<Contexts>(context_id, source, e.to_string())
+            }
+            Err(e) => {
+                tracing::warn!(%context_id, error = %e, "gossip delta not applied");
+                gossipsub::MessageAcceptance::Ignore
+            }
+        }
+    }
+
+    /// In the clear for a single-owner context or a group without a key yet, else sealed under
+    /// the group's current key, or withheld if this node lacks it.
+    fn sealing<B: Backend>(driver: &Driver<B>, context_id: &ContextId) -> Sealing {
+        let Some(governance) = &driver.governance else { return Sealing::Plain };
+        let group_id = match governance.group_of_context(context_id) {
+            Ok(Some(g)) => g,
+            Ok(None) => return Sealing::Plain,
+            Err(e) => {
+                tracing::warn!(%context_id, error = %e, "cannot read the context's group");
+                return Sealing::Plain;
+            }
+        };
+        match governance.current_key_id(&group_id) {
+            Ok(None) => Sealing::Plain,
+            Ok(Some(key_id)) => match governance.group_key(&group_id, &key_id) {
+                Ok(Some(key)) => Sealing::Key(group_id, key),
+                _ => Sealing::Withheld,
+            },
+            // The group's namespace is not held here: nothing is known of a key.
+            Err(_) => Sealing::Plain,
+        }
+    }
+
+    fn sealing_header(kind: SealedKind, context_id: &ContextId) -> Vec<u8> {
+        sealing_header(kind, context_id)
+    }
+
+    /// A key of the context's group: a message sealed under another group's key is refused.
+    fn opening_key<B: Backend>(
+        governance: &Governance<B>,
+        context_id: &ContextId,
+        group_id: GroupId,
+        key_id: KeyId,
+    ) -> Result<Option<GroupKey>, Unsealed> {
+        match governance.group_of_context(context_id) {
+            Ok(Some(g)) if g == group_id => {}
+            Ok(Some(_)) => return Err(Unsealed::Bad("sealed under another group's key".into())),
+            _ => return Err(Unsealed::NoKey(Some((group_id, key_id)))),
+        }
+        Ok(governance.group_key(&group_id, &key_id).ok().flatten())
+    }
+
+    fn sealable(response: &SyncResponse) -> bool {
+        matches!(
+            response,
+            SyncResponse::Status { .. }
+                | SyncResponse::Deltas { .. }
+                | SyncResponse::Snapshot { .. }
+                | SyncResponse::RepairWalk { .. }
+                | SyncResponse::RepairEntries { .. }
+        )
+    }
+
+    fn seal_response(group_id: GroupId, sealed: Sealed) -> SyncResponse {
+        SyncResponse::Sealed { group_id, sealed }
+    }
+
+    fn sealed_response<'r>(_: &ContextId, response: &'r SyncResponse) -> Option<(GroupId, &'r Sealed)> {
+        match response {
+            SyncResponse::Sealed { group_id, sealed } => Some((*group_id, sealed)),
+            _ => None,
+        }
+    }
+
+    /// The namespace's ops may hold the rotation that delivers the key; the key itself is
+    /// asked of the peer too.
+    fn missing_key<B: NetBackend>(
+        driver: &mut Driver<B>,
+        peer: PeerId,
+        _: ContextId,
+        missing: Option<(GroupId, KeyId)>,
+    ) {
+        driver.catch_up_keys(peer, missing);
+    }
+}
+
+impl<B: Backend + Send + Sync + 'static> Driver<B> {
+    /// Serves this node's heads, root and delta count for a context.
+    pub(super) fn serve_status(&self, context_id: &ContextId) -> SyncResponse {
+        match self.engine.view(context_id) {
+            Ok(view) => SyncResponse::Status {
+                heads: view.heads,
+                root_hash: view.root_hash,
+                delta_count: view.status.delta_count,
+            },
+            Err(_) => SyncResponse::Unknown,
+        }
+    }
+
+    /// Serves the deltas a peer with `heads` lacks, a page at a time (see [`Serving`]).
+    pub(super) fn serve_deltas(
+        &self,
+        peer: PeerId,
+        context_id: ContextId,
+        heads: &[DeltaId],
+        max: u32,
+    ) -> SyncResponse {
+        let max = max.clamp(1, MAX_DELTAS_PER_RESPONSE) as usize;
+        let mut serving = self.contexts.kind.serving.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (peer, context_id);
+        let resumable =
+            serving.get(&key).is_some_and(|s| s.next < s.ids.len() && heads.iter().all(|h| s.known.contains(h)));
+        if !resumable {
+            let ids = match self.engine.lacking(&context_id, heads, max) {
+                Ok(l) => l.into_ids(),
+                Err(_) => return SyncResponse::Unknown,
+            };
+            if serving.len() >= MAX_SERVING && !serving.contains_key(&key) {
+                // Make room: drop the session furthest along (closest to done).
+                let oldest = serving.iter().max_by_key(|(_, s)| s.next).map(|(k, _)| *k);
+                if let Some(k) = oldest {
+                    serving.remove(&k);
+                }
+            }
+            serving.insert(key, Serving { known: heads.iter().copied().collect(), ids, next: 0 });
+        }
+        let Some(session) = serving.get_mut(&key) else {
+            return SyncResponse::Unknown;
+        };
+        let total = session.ids.len() - session.next;
+        let end = session.ids.len().min(session.next + max);
+        let ids = session.ids[session.next..end].to_vec();
+        let mut deltas = Vec::new();
+        // Leave room under the frame limit for the envelope.
+        let mut budget = MAX_FRAME - 1024;
+        let Ok(stored) = self.engine.deltas(&context_id, &ids) else {
+            return SyncResponse::Unknown;
+        };
+        for delta in stored {
+            let Some(mut delta) = delta else {
+                break;
+            };
+            let size = borsh::object_length(&delta).unwrap_or(usize::MAX);
+            if size > budget {
+                break;
+            }
+            budget -= size;
+            delta.applied = false;
+            session.known.insert(delta.delta_id);
+            deltas.push(delta);
+        }
+        session.next += deltas.len();
+        let more = deltas.len() < total;
+        if !more {
+            serving.remove(&key);
+        }
+        SyncResponse::Deltas { deltas, more }
+    }
+}

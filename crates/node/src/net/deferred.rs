@@ -1,0 +1,198 @@
+//! Ops before deltas. A context delta citing a governance position whose ops are not logged
+//! here yet cannot be judged; it is deferred (a bounded buffer of [`MAX_DEFERRED_DELTAS`]
+//! deltas and [`MAX_DEFERRED_BYTES`], entries expiring after [`DEFERRED_TTL`]; forgeries are
+//! rejected, not deferred), the namespace is caught up from the peer that sent it, and the
+//! delta is received again as soon as ops of that namespace are logged (and on every
+//! anti-entropy tick). Gossip of such a delta is neither forwarded nor penalized. A delta
+//! dropped from the buffer is not lost: the peer's heads still name it, so anti-entropy
+//! fetches it again.
+
+use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use libp2p::{gossipsub, PeerId};
+use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, GovPosition, NamespaceId};
+use weft_store::Backend;
+
+use super::contexts::Contexts;
+use super::driver::Driver;
+use super::governance::Namespaces;
+use super::NetEvent;
+use crate::context::{check_signature, EngineError};
+
+/// Most context deltas held back because the governance position they cite is
+/// not known here yet; the oldest is dropped first (anti-entropy refetches it).
+pub const MAX_DEFERRED_DELTAS: usize = 4096;
+
+/// Most bytes of deltas held back that way.
+pub const MAX_DEFERRED_BYTES: usize = 64 << 20;
+
+/// How long a deferred delta waits for its cited ops before it is dropped.
+pub const DEFERRED_TTL: Duration = Duration::from_secs(120);
+
+/// The deltas held back for their cited governance ops.
+#[derive(Default)]
+pub(super) struct DeferredDeltas {
+    /// Deltas waiting for their cited governance ops, oldest first.
+    queue: VecDeque<Deferred>,
+    ids: HashSet<DeltaId>,
+    bytes: usize,
+}
+
+impl DeferredDeltas {
+    /// Drops the deltas of a context this node left.
+    pub(super) fn forget_context(&mut self, context_id: ContextId) {
+        let deferred = std::mem::take(&mut self.queue);
+        for entry in deferred {
+            if entry.context_id == context_id {
+                self.ids.remove(&entry.delta.delta_id);
+                self.bytes -= entry.size;
+            } else {
+                self.queue.push_back(entry);
+            }
+        }
+    }
+}
+
+/// A context delta waiting for the governance ops it cites.
+struct Deferred {
+    context_id: ContextId,
+    delta: ContextDagDeltaValue,
+    /// The peer it came from (asked for the namespace's ops).
+    peer: PeerId,
+    namespace_id: NamespaceId,
+    /// Its encoded size, counted against [`MAX_DEFERRED_BYTES`].
+    size: usize,
+    since: Instant,
+}
+
+impl<B: Backend + Send + Sync + 'static> Driver<B> {
+    /// The namespace of the governance position `delta` cites, if some cited op is not logged here.
+    pub(super) fn unknown_position(&self, delta: &ContextDagDeltaValue) -> Option<NamespaceId> {
+        let governance = self.governance.as_ref()?;
+        let position = GovPosition::from_events(&delta.events)?.ok()?;
+        let known = position.heads.iter().all(|h| matches!(governance.op(&position.namespace_id, h), Ok(Some(_))));
+        (!known).then_some(position.namespace_id)
+    }
+
+    /// Whether the context's group holds private state back here for want of a key (see
+    /// [`crate::governance::GroupState::held`]): a delta refused then is not the sender's
+    /// fault. Not penalized; anti-entropy brings it again once key recovery brought the key.
+    pub(super) fn held_back(&self, context_id: &ContextId) -> bool {
+        let Some(governance) = &self.governance else { return false };
+        match governance.group_of_context(context_id) {
+            Ok(Some(group_id)) => governance.group_held(&group_id).unwrap_or(false),
+            _ => false,
+        }
+    }
+
+    /// Holds back a delta refused while the position it cites is unknown here, and asks
+    /// `peer` for the namespace's ops. A delta whose signature does not verify is rejected
+    /// instead (it could never pass), so forgeries take no room in the buffer.
+    pub(super) fn defer(
+        &mut self,
+        context_id: ContextId,
+        delta: ContextDagDeltaValue,
+        peer: PeerId,
+        namespace_id: NamespaceId,
+    ) -> gossipsub::MessageAcceptance {
+        if let Err(e) = check_signature(&delta) {
+            self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
+            let reason = EngineError::from(e).to_string();
+            tracing::info!(%context_id, %peer, %reason, "rejected a peer's message");
+            self.emit(NetEvent::Rejected { context_id, peer, reason });
+            return gossipsub::MessageAcceptance::Reject;
+        }
+        if self.deferred.ids.insert(delta.delta_id) {
+            let size = borsh::object_length(&delta).unwrap_or(usize::MAX);
+            while !self.deferred.queue.is_empty()
+                && (self.deferred.queue.len() >= MAX_DEFERRED_DELTAS || self.deferred.bytes + size > MAX_DEFERRED_BYTES)
+            {
+                if let Some(old) = self.deferred.queue.pop_front() {
+                    self.deferred.ids.remove(&old.delta.delta_id);
+                    self.deferred.bytes -= old.size;
+                    self.stats.deferred_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if size > MAX_DEFERRED_BYTES {
+                // Larger than the whole buffer: dropped at once (anti-entropy brings it back).
+                self.deferred.ids.remove(&delta.delta_id);
+                self.stats.deferred_dropped.fetch_add(1, Ordering::Relaxed);
+            } else {
+                tracing::debug!(%context_id, %namespace_id, delta = %delta.delta_id, "delta waits for governance ops");
+                self.stats.deferred_deltas.fetch_add(1, Ordering::Relaxed);
+                self.deferred.bytes += size;
+                self.deferred.queue.push_back(Deferred {
+                    context_id,
+                    delta,
+                    peer,
+                    namespace_id,
+                    size,
+                    since: Instant::now(),
+                });
+            }
+        }
+        if !self.namespaces.catching_up.contains(&(peer, namespace_id)) {
+            self.ask_page::<Namespaces>(peer, namespace_id);
+        }
+        // Not judged yet: neither forwarded nor penalized.
+        gossipsub::MessageAcceptance::Ignore
+    }
+
+    /// Receives again the deferred deltas (of one namespace, or all) whose cited ops are
+    /// now logged; drops those that waited too long; asks again for the ops of the rest.
+    pub(super) fn retry_deferred(&mut self, namespace_id: Option<NamespaceId>) {
+        if self.deferred.queue.is_empty() {
+            return;
+        }
+        let mut waiting = VecDeque::new();
+        let mut ready = Vec::new();
+        let mut ask = BTreeSet::new();
+        for entry in std::mem::take(&mut self.deferred.queue) {
+            if namespace_id.is_some_and(|ns| ns != entry.namespace_id) {
+                waiting.push_back(entry);
+            } else if self.unknown_position(&entry.delta).is_none() {
+                self.deferred.ids.remove(&entry.delta.delta_id);
+                self.deferred.bytes -= entry.size;
+                ready.push(entry);
+            } else if entry.since.elapsed() > DEFERRED_TTL {
+                self.deferred.ids.remove(&entry.delta.delta_id);
+                self.deferred.bytes -= entry.size;
+                self.stats.deferred_dropped.fetch_add(1, Ordering::Relaxed);
+            } else {
+                ask.insert((entry.peer, entry.namespace_id));
+                waiting.push_back(entry);
+            }
+        }
+        self.deferred.queue = waiting;
+        if namespace_id.is_none() {
+            for (peer, ns) in ask {
+                if !self.namespaces.catching_up.contains(&(peer, ns)) && self.swarm.is_connected(&peer) {
+                    self.ask_page::<Namespaces>(peer, ns);
+                }
+            }
+        }
+        for Deferred { context_id, delta, peer, .. } in ready {
+            match self.engine.receive(&context_id, delta, self.authorizer.as_ref()) {
+                Ok(outcome) => {
+                    self.stats.deferred_accepted.fetch_add(1, Ordering::Relaxed);
+                    if !outcome.applied.is_empty() {
+                        self.emit(NetEvent::Applied { context_id, delta_ids: outcome.applied });
+                    }
+                    if !outcome.missing.is_empty()
+                        && !self.contexts.catching_up.contains(&(peer, context_id))
+                        && self.swarm.is_connected(&peer)
+                    {
+                        self.ask_page::<Contexts>(peer, context_id);
+                    }
+                }
+                Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
+                    self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
+                    self.emit(NetEvent::Rejected { context_id, peer, reason: e.to_string() });
+                }
+                Err(e) => tracing::warn!(%context_id, error = %e, "deferred delta not applied"),
+            }
+        }
+    }
+}

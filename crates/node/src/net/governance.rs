@@ -1,0 +1,340 @@
+//! Governance ops, as a kind of log ([`Namespaces`]; see `log.rs`). With [`Governance`]
+//! attached, each namespace has a topic (`weft/namespace/<id>`) carrying signed ops; received
+//! ops go through [`Governance::submit`] (valid or known: accepted and forwarded; malformed or
+//! unauthorized: rejected). A status is the namespace's heads; a node behind fetches the ops
+//! it lacks in topological order, in pages under the frame cap, and an op whose parents are
+//! missing starts that catch-up at once. Once a namespace has a key (a `NamespaceKeyRotated`
+//! op), its ops on the topic and the `Ops` and `NamespaceStatus` answers are sealed under the
+//! current one. Every namespace governance holds is joined at start; a namespace fetched only
+//! for the ops a delta cites is not checked again once caught up. Ops logged here (or opened
+//! by a key that arrived) release the context deltas that waited for them.
+
+use std::sync::atomic::Ordering;
+
+use libp2p::{gossipsub, PeerId};
+use weft_primitives::{GroupId, GroupKey, KeyId, NamespaceId, OpId, Sealed, SignedOp};
+use weft_store::Backend;
+
+use super::driver::{Driver, NetBackend, Pending};
+use super::keys::KeyScope;
+use super::log::{Gossiped, LogCounters, LogKind, LogSync, Verdict};
+use super::protocol::{
+    namespace_sealing_header, Gossip, SealedKind, SyncRequest, SyncResponse, MAX_FRAME, MAX_OPS_PER_RESPONSE,
+};
+use super::sealing::{Sealing, Unsealed};
+use super::swarm::namespace_topic;
+use super::{NetEvent, NetStats};
+use crate::governance::{Governance, GovernanceError, Submitted};
+
+/// Namespaces' governance ops: the log kind.
+pub(super) struct Namespaces;
+
+impl LogKind for Namespaces {
+    type Id = NamespaceId;
+    type Head = OpId;
+    type Entry = SignedOp;
+    type State = ();
+
+    const NAME: &'static str = "namespace";
+    // Ops are served by a fresh walk per page: asking ahead would get the same page again.
+    const PIPELINED: bool = false;
+    const MAX_PAGE: u32 = MAX_OPS_PER_RESPONSE;
+    const SEALED_NOT_ENTRY: &'static str = "a sealed message that is not an op";
+    const SEALED: &'static str = "sealed governance message";
+
+    fn log<B: Backend>(driver: &Driver<B>) -> &LogSync<Self> {
+        &driver.namespaces
+    }
+
+    fn log_mut<B: Backend>(driver: &mut Driver<B>) -> &mut LogSync<Self> {
+        &mut driver.namespaces
+    }
+
+    fn topic(id: &NamespaceId) -> gossipsub::IdentTopic {
+        namespace_topic(id)
+    }
+
+    fn counters(stats: &NetStats) -> LogCounters<'_> {
+        LogCounters {
+            rejected: &stats.ops_rejected,
+            sealed_sent: &stats.ops_sealed_sent,
+            sealed_opened: &stats.ops_sealed_opened,
+            sealed_unreadable: &stats.ops_sealed_unreadable,
+            sealed_withheld: &stats.ops_sealed_withheld,
+        }
+    }
+
+    fn in_sync_event(namespace_id: NamespaceId, peer: PeerId) -> NetEvent {
+        NetEvent::NamespaceInSync { namespace_id, peer }
+    }
+
+    fn rejected_event(namespace_id: NamespaceId, peer: PeerId, reason: String) -> NetEvent {
+        NetEvent::OpRejected { namespace_id, peer, reason }
+    }
+
+    /// Without governance attached, namespace topics and requests are not served.
+    fn replicable<B: Backend>(driver: &Driver<B>) -> bool {
+        driver.governance.is_some()
+    }
+
+    fn status_request(namespace_id: NamespaceId) -> (SyncRequest, Pending) {
+        (SyncRequest::NamespaceStatus { namespace_id }, Pending::NamespaceStatus(namespace_id))
+    }
+
+    fn compare<B: NetBackend>(
+        driver: &mut Driver<B>,
+        _: PeerId,
+        namespace_id: NamespaceId,
+        response: SyncResponse,
+    ) -> Option<Verdict> {
+        let SyncResponse::NamespaceStatus { mut heads } = response else {
+            return None;
+        };
+        let governance = driver.governance.as_ref()?;
+        let mut ours = governance.heads(&namespace_id).ok()?;
+        heads.sort_unstable();
+        heads.dedup();
+        ours.sort_unstable();
+        if heads == ours {
+            return Some(Verdict::InSync);
+        }
+        let behind = heads.iter().any(|h| !matches!(governance.op(&namespace_id, h), Ok(Some(_))));
+        Some(if behind { Verdict::Behind } else { Verdict::Differs })
+    }
+
+    fn heads<B: NetBackend>(driver: &Driver<B>, namespace_id: &NamespaceId) -> Option<Vec<OpId>> {
+        // A namespace not held here yet has no heads: everything is lacking.
+        match driver.governance.as_ref()?.heads(namespace_id) {
+            Ok(heads) => Some(heads),
+            Err(e) => {
+                tracing::warn!(%namespace_id, error = %e, "cannot read namespace heads");
+                None
+            }
+        }
+    }
+
+    fn page_request(namespace_id: NamespaceId, heads: Vec<OpId>, max: u32) -> (SyncRequest, Pending) {
+        (SyncRequest::Ops { namespace_id, heads, max }, Pending::Ops(namespace_id))
+    }
+
+    fn page(response: SyncResponse) -> Option<(Vec<SignedOp>, bool)> {
+        match response {
+            SyncResponse::Ops { ops, more } => Some((ops, more)),
+            _ => None,
+        }
+    }
+
+    fn apply_page<B: NetBackend>(
+        driver: &mut Driver<B>,
+        peer: PeerId,
+        namespace_id: NamespaceId,
+        ops: Vec<SignedOp>,
+    ) -> bool {
+        let mut logged = Vec::new();
+        let mut progressed = false;
+        for op in ops {
+            match driver.submit_op(namespace_id, op) {
+                Ok((outcome, mut ids)) => {
+                    progressed |= outcome != Submitted::Duplicate;
+                    logged.append(&mut ids);
+                }
+                Err(Some(reason)) => {
+                    driver.reject::<Namespaces>(namespace_id, peer, reason);
+                }
+                Err(None) => {}
+            }
+        }
+        driver.stats.synced_ops.fetch_add(logged.len() as u64, Ordering::Relaxed);
+        driver.ops_logged(namespace_id, logged, false);
+        progressed
+    }
+
+    /// Only a namespace this node replicates: one caught up for a delta's sake is not.
+    fn confirms<B: Backend>(driver: &Driver<B>, namespace_id: &NamespaceId) -> bool {
+        driver.namespaces.replicates(namespace_id)
+    }
+
+    fn gossip(op: SignedOp) -> Gossip {
+        Gossip::Op(op)
+    }
+
+    fn sealed_gossip(namespace_id: NamespaceId, _: GroupId, sealed: Sealed) -> Gossip {
+        Gossip::NamespaceSealed { namespace_id, sealed }
+    }
+
+    fn from_gossip(namespace_id: &NamespaceId, gossip: Gossip) -> Gossiped<SignedOp> {
+        match gossip {
+            Gossip::Op(op) => Gossiped::Entry(op),
+            Gossip::NamespaceSealed { namespace_id: sealed_for, .. } if sealed_for != *namespace_id => {
+                Gossiped::Refused("an op sealed for another namespace")
+            }
+            Gossip::NamespaceSealed { sealed, .. } => Gossiped::Sealed(namespace_id.key_group(), sealed),
+            Gossip::Delta(_) | Gossip::Sealed { .. } => Gossiped::Refused("a context delta on a namespace topic"),
+        }
+    }
+
+    fn receive<B: NetBackend>(
+        driver: &mut Driver<B>,
+        source: PeerId,
+        namespace_id: NamespaceId,
+        op: SignedOp,
+    ) -> gossipsub::MessageAcceptance {
+        match driver.submit_op(namespace_id, op) {
+            Ok((outcome, logged)) => {
+                driver.stats.ops_gossip_accepted.fetch_add(1, Ordering::Relaxed);
+                driver.ops_logged(namespace_id, logged, false);
+                if matches!(outcome, Submitted::Pending { .. })
+                    && !driver.namespaces.catching_up.contains(&(source, namespace_id))
+                {
+                    driver.ask_page::<Namespaces>(source, namespace_id);
+                }
+                gossipsub::MessageAcceptance::Accept
+            }
+            Err(Some(reason)) => driver.reject::<Namespaces>(namespace_id, source, reason),
+            Err(None) => gossipsub::MessageAcceptance::Ignore,
+        }
+    }
+
+    /// In the clear until the namespace has a key (or while it is not held here), then sealed
+    /// under its current key, or withheld if this node lacks it.
+    fn sealing<B: Backend>(driver: &Driver<B>, namespace_id: &NamespaceId) -> Sealing {
+        let Some(governance) = &driver.governance else { return Sealing::Plain };
+        match governance.current_namespace_key_id(namespace_id) {
+            Ok(Some(key_id)) => match governance.namespace_key(namespace_id, &key_id) {
+                Ok(Some(key)) => Sealing::Key(namespace_id.key_group(), key),
+                _ => Sealing::Withheld,
+            },
+            Ok(None) | Err(_) => Sealing::Plain,
+        }
+    }
+
+    fn sealing_header(kind: SealedKind, namespace_id: &NamespaceId) -> Vec<u8> {
+        namespace_sealing_header(kind, namespace_id)
+    }
+
+    fn opening_key<B: Backend>(
+        governance: &Governance<B>,
+        namespace_id: &NamespaceId,
+        _: GroupId,
+        key_id: KeyId,
+    ) -> Result<Option<GroupKey>, Unsealed> {
+        Ok(governance.namespace_key(namespace_id, &key_id).ok().flatten())
+    }
+
+    fn sealable(response: &SyncResponse) -> bool {
+        matches!(response, SyncResponse::NamespaceStatus { .. } | SyncResponse::Ops { .. })
+    }
+
+    fn seal_response(_: GroupId, sealed: Sealed) -> SyncResponse {
+        SyncResponse::NamespaceSealed { sealed }
+    }
+
+    fn sealed_response<'r>(namespace_id: &NamespaceId, response: &'r SyncResponse) -> Option<(GroupId, &'r Sealed)> {
+        match response {
+            SyncResponse::NamespaceSealed { sealed } => Some((namespace_id.key_group(), sealed)),
+            _ => None,
+        }
+    }
+
+    /// A participant that lacks the key (or has not received it yet) asks the peer for it.
+    fn missing_key<B: NetBackend>(
+        driver: &mut Driver<B>,
+        peer: PeerId,
+        namespace_id: NamespaceId,
+        missing: Option<(GroupId, KeyId)>,
+    ) {
+        if let Some((_, key_id)) = missing {
+            driver.ask_key(peer, KeyScope::Namespace(namespace_id), key_id);
+        }
+    }
+}
+
+impl<B: Backend + Send + Sync + 'static> Driver<B> {
+    /// Submits a peer's op to governance. `Ok`: its fate and every op logged;
+    /// `Err(Some(reason))`: the op is invalid or unauthorized (the peer's fault);
+    /// `Err(None)`: it could not be judged now (a full buffer, a store failure).
+    fn submit_op(&mut self, namespace_id: NamespaceId, op: SignedOp) -> Result<(Submitted, Vec<OpId>), Option<String>> {
+        let Some(governance) = self.governance.clone() else {
+            return Err(None);
+        };
+        if op.content.namespace_id != namespace_id {
+            return Err(Some(format!("an op of namespace {} on this namespace's topic", op.content.namespace_id)));
+        }
+        let op_id = op.op_id;
+        match governance.submit(op) {
+            Ok(outcome) => {
+                let mut logged = Vec::new();
+                if matches!(outcome.op, Submitted::Accepted | Submitted::Overruled(_)) {
+                    logged.push(op_id);
+                }
+                logged.extend(outcome.released);
+                Ok((outcome.op, logged))
+            }
+            Err(e @ (GovernanceError::Invalid(_) | GovernanceError::Rejected(_))) => Err(Some(e.to_string())),
+            Err(e) => {
+                tracing::warn!(%namespace_id, error = %e, "op not submitted");
+                Err(None)
+            }
+        }
+    }
+
+    /// Reports ops logged (or opened) and receives again the deltas that waited for them.
+    pub(super) fn ops_logged(&mut self, namespace_id: NamespaceId, op_ids: Vec<OpId>, reopened: bool) {
+        if op_ids.is_empty() {
+            return;
+        }
+        self.emit(NetEvent::OpsLogged { namespace_id, op_ids, reopened });
+        self.retry_deferred(Some(namespace_id));
+    }
+
+    /// Serves this node's heads of a namespace.
+    pub(super) fn serve_namespace_status(&self, namespace_id: &NamespaceId) -> SyncResponse {
+        match &self.governance {
+            Some(governance) => match governance.heads(namespace_id) {
+                Ok(heads) if !heads.is_empty() => SyncResponse::NamespaceStatus { heads },
+                _ => SyncResponse::Unknown,
+            },
+            None => SyncResponse::Unknown,
+        }
+    }
+
+    /// Serves the ops a peer with `heads` lacks.
+    pub(super) fn serve_ops(&self, namespace_id: &NamespaceId, heads: &[OpId], max: u32) -> SyncResponse {
+        match &self.governance {
+            Some(governance) => ops_lacking(governance, namespace_id, heads, max),
+            None => SyncResponse::Unknown,
+        }
+    }
+}
+
+/// The ops a peer with `heads` lacks, in topological order, under the count and frame limits.
+fn ops_lacking<B: Backend>(
+    governance: &Governance<B>,
+    namespace_id: &NamespaceId,
+    heads: &[OpId],
+    max: u32,
+) -> SyncResponse {
+    let max = max.clamp(1, MAX_OPS_PER_RESPONSE) as usize;
+    let mut lacking = match governance.lacking(namespace_id, heads, max) {
+        Ok(l) => l,
+        Err(_) => return SyncResponse::Unknown,
+    };
+    let total = lacking.total();
+    let mut ops = Vec::new();
+    // Leave room under the frame limit for the envelope.
+    let mut budget = MAX_FRAME - 1024;
+    for id in lacking.next().unwrap_or_default() {
+        let op = match governance.op(namespace_id, &id) {
+            Ok(Some(op)) => op,
+            _ => break,
+        };
+        let size = borsh::object_length(&op).unwrap_or(usize::MAX);
+        if size > budget {
+            break;
+        }
+        budget -= size;
+        ops.push(op);
+    }
+    let more = ops.len() < total;
+    SyncResponse::Ops { ops, more }
+}

@@ -1,0 +1,219 @@
+//! The network's counters ([`NetStats`]), bumped by the driver and read at scrape time by
+//! [`crate::metrics`]. Each is declared once, in the table below, with how `/metrics` exports
+//! it (if it does): the struct's field, the metric's registration and the copy taken at each
+//! scrape all come from that one line.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How a counter of [`NetStats`] appears at `/metrics`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Export {
+    /// The metric's name, without the `weft_` prefix (and a counter's `_total` suffix).
+    pub name: &'static str,
+    /// What the metric counts: on the first member of a labelled family only.
+    pub help: Option<&'static str>,
+    /// A counter or a gauge.
+    pub kind: MetricKind,
+    /// The labels that tell this member from the rest of its family (none: a metric of its
+    /// own).
+    pub labels: &'static [(&'static str, &'static str)],
+}
+
+/// What kind of metric a counter of [`NetStats`] is exported as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MetricKind {
+    /// A count that only grows.
+    Counter,
+    /// A level now.
+    Gauge,
+}
+
+/// Declares [`NetStats`]: one line per counter, its doc, then how it is exported
+/// (`=> Kind "name" "help" { label: "value", .. }`), or nothing if it is not.
+macro_rules! net_stats {
+    ($(
+        $(#[doc = $doc:literal])*
+        $field:ident $(=> $kind:ident $name:literal $($help:literal)? $({ $($label:ident: $value:literal),+ })?)?,
+    )*) => {
+        /// Counters of the network layer.
+        #[derive(Debug, Default)]
+        pub struct NetStats {
+            $($(#[doc = $doc])* pub $field: AtomicU64,)*
+        }
+
+        impl NetStats {
+            /// How the exported counters appear at `/metrics`, in the order of
+            /// [`NetStats::exported_values`].
+            pub const EXPORTS: &'static [Export] = &[$($(Export {
+                name: $name,
+                help: net_stats!(@help $($help)?),
+                kind: MetricKind::$kind,
+                labels: &[$($((stringify!($label), $value)),+)?],
+            },)?)*];
+
+            /// The exported counters' values now, in the order of [`NetStats::EXPORTS`].
+            pub fn exported_values(&self) -> Vec<u64> {
+                let mut values = Vec::with_capacity(Self::EXPORTS.len());
+                $($(
+                    net_stats!(@exported $kind);
+                    values.push(self.$field.load(Ordering::Relaxed));
+                )?)*
+                values
+            }
+        }
+    };
+    (@help) => { None };
+    (@help $help:literal) => { Some($help) };
+    (@exported $kind:ident) => {};
+}
+
+net_stats! {
+    /// Gossip deltas accepted.
+    gossip_accepted => Counter "gossip_accepted" "Deltas received by gossip and accepted",
+    /// Gossip messages rejected as invalid.
+    gossip_rejected => Counter "gossip_rejected" "Gossip and synced deltas rejected as invalid",
+    /// Deltas applied from catch-up responses.
+    synced_deltas => Counter "synced_deltas" "Deltas applied from catch-up responses",
+    /// Catch-up sessions started.
+    sync_sessions => Counter "sync_sessions" "Catch-up sessions started with peers",
+    /// Sync requests served.
+    requests_served => Counter "sync_requests_served" "Sync requests served to peers",
+    /// Gossip governance ops accepted (logged, pending or already known).
+    ops_gossip_accepted,
+    /// Governance ops rejected (malformed, unauthorized, or garbage on a namespace topic).
+    ops_rejected => Counter "governance_ops_rejected" "Governance ops from peers refused",
+    /// Governance ops logged from catch-up responses.
+    synced_ops,
+    /// Context deltas deferred because their cited governance position was unknown.
+    deferred_deltas => Counter "deferred_deltas"
+        "Deltas from peers deferred until the governance ops they cite arrive",
+    /// Deferred deltas received again and accepted once their position was known.
+    deferred_accepted,
+    /// Deferred deltas dropped (buffer full or waited longer than
+    /// [`DEFERRED_TTL`](super::DEFERRED_TTL)).
+    deferred_dropped,
+    /// Sync requests sent to peers (each one round trip).
+    sync_requests_sent,
+    /// Responses received to them.
+    sync_responses_received,
+    /// Bytes of sync frames sent (requests and served responses, length prefixes included;
+    /// not counting the multistream, Yamux, Noise and TCP framing around them).
+    sync_bytes_sent,
+    /// Bytes of sync frames received (requests served and responses), counted the same way.
+    sync_bytes_received,
+    /// Repair sessions started (equal heads, different roots).
+    repair_sessions,
+    /// Round trips of repair sessions this node asked.
+    repair_round_trips,
+    /// Bytes of repair requests and responses of sessions this node asked, frames included.
+    repair_bytes,
+    /// Keys whose state or version repair changed here (asking or answering).
+    repaired_keys,
+    /// Repair entries refused here (malformed, or not backed by a delta applied here).
+    repair_rejected,
+    /// Snapshots received and installed.
+    snapshots_installed,
+    /// Snapshots abandoned or refused.
+    snapshots_failed,
+    /// Snapshot pages served to peers.
+    snapshot_pages_served,
+    /// Catch-up sessions put off because `max_sessions` were running.
+    sessions_deferred => Counter "sync_sessions_deferred"
+        "Catch-up sessions put off because sync.max_sessions were running",
+    /// Most catch-up sessions seen running at once.
+    sessions_peak,
+    /// Messages sealed under a group key (gossip, requests, responses).
+    sealed_sent => Counter "sealed_messages"
+        "Messages about keyed groups' contexts, by outcome: sent (sealed here), opened, \
+         unreadable (sealed under a key this node does not hold), withheld (not sent or \
+         served: this node lacks the group's current key)"
+        { outcome: "sent" },
+    /// Sealed messages opened.
+    sealed_opened => Counter "sealed_messages" { outcome: "opened" },
+    /// Sealed messages this node holds no key for (not a member, or the rotation that
+    /// delivers the key has not arrived yet).
+    sealed_unreadable => Counter "sealed_messages" { outcome: "unreadable" },
+    /// Messages about a keyed group's context not sent or served, for want of its current
+    /// key here.
+    sealed_withheld => Counter "sealed_messages" { outcome: "withheld" },
+    /// Governance messages (ops on a namespace's topic, `Ops` and `NamespaceStatus` answers)
+    /// sealed here under a namespace key.
+    ops_sealed_sent => Counter "sealed_governance_messages"
+        "Governance messages (ops on a namespace's topic, Ops and NamespaceStatus answers) \
+         sealed under a namespace key, by outcome: sent, opened, unreadable (a key this node \
+         does not hold), withheld (not sent or served: this node lacks the namespace's key)"
+        { outcome: "sent" },
+    /// Sealed governance messages opened.
+    ops_sealed_opened => Counter "sealed_governance_messages" { outcome: "opened" },
+    /// Sealed governance messages this node holds no key for (not a participant, or the key
+    /// not received yet).
+    ops_sealed_unreadable => Counter "sealed_governance_messages" { outcome: "unreadable" },
+    /// Governance messages not sent or served, for want of the namespace's current key here.
+    ops_sealed_withheld => Counter "sealed_governance_messages" { outcome: "withheld" },
+    /// Namespace keys asked of peers (`NamespaceKey` requests sent).
+    namespace_keys_requested => Counter "namespace_key_requests"
+        "Namespace keys asked between peers, by outcome: requested, received (stored here), \
+         served (sealed here for a participant that asked)"
+        { outcome: "requested" },
+    /// Namespace keys received on request and stored.
+    namespace_keys_received => Counter "namespace_key_requests" { outcome: "received" },
+    /// Namespace keys served to participants that asked.
+    namespace_keys_served => Counter "namespace_key_requests" { outcome: "served" },
+    /// Group keys asked of peers (`GroupKey` requests sent).
+    keys_requested => Counter "group_key_requests"
+        "Group keys asked between peers, by outcome: requested (asked of a peer by this \
+         node), received (a key sent on request, stored here), served (a key sealed here for \
+         a member that asked)"
+        { outcome: "requested" },
+    /// Group keys received on request and stored.
+    keys_received => Counter "group_key_requests" { outcome: "received" },
+    /// Group keys served to members that asked (envelopes sent).
+    keys_served => Counter "group_key_requests" { outcome: "served" },
+    /// Inbound items (sync requests and gossip messages) queued for service now, all peers.
+    inbound_queued => Gauge "peer_queue_items"
+        "Inbound sync requests and gossip messages queued for service now, all peers",
+    /// Items queued now for the peer with the most queued.
+    inbound_queue_max => Gauge "peer_queue_depth_max" "Inbound items queued now for the peer with the most queued",
+    /// Most items one peer had queued at once since start (at most `peer_queue_depth`).
+    inbound_queue_peak => Gauge "peer_queue_depth_peak" "Most inbound items one peer had queued at once since start",
+    /// Sync requests refused with `Busy`: the peer went past `peer_request_rate`.
+    requests_refused_rate => Counter "peer_inbound_dropped"
+        "Inbound work turned away unserved, by kind (request: answered busy; gossip: dropped) \
+         and reason (rate: past the peer's rate; queue_full: the peer's queue was full)"
+        { kind: "request", reason: "rate" },
+    /// Sync requests refused with `Busy`: the peer's queue was full.
+    requests_refused_queue => Counter "peer_inbound_dropped" { kind: "request", reason: "queue_full" },
+    /// Gossip messages dropped unprocessed: the peer went past `peer_gossip_rate`.
+    gossip_dropped_rate => Counter "peer_inbound_dropped" { kind: "gossip", reason: "rate" },
+    /// Gossip messages dropped unprocessed: the peer's queue was full.
+    gossip_dropped_queue => Counter "peer_inbound_dropped" { kind: "gossip", reason: "queue_full" },
+    /// `Busy` answers peers gave to this node's requests.
+    busy_received => Counter "sync_busy_received" "Busy answers peers gave to this node's sync requests",
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each exported metric has its help once, on its first member, and a family's members
+    /// share its kind and label names and differ in their values.
+    #[test]
+    fn every_exported_metric_is_declared_once() {
+        let exports = NetStats::EXPORTS;
+        assert_eq!(exports.len(), NetStats::default().exported_values().len());
+        for (i, export) in exports.iter().enumerate() {
+            let first = exports.iter().position(|e| e.name == export.name) == Some(i);
+            assert_eq!(export.help.is_some(), first, "{}: help on the first member only", export.name);
+            let family: Vec<&Export> = exports.iter().filter(|e| e.name == export.name).collect();
+            let keys = |e: &Export| e.labels.iter().map(|(k, _)| *k).collect::<Vec<_>>();
+            assert!(family.iter().all(|e| e.kind == export.kind && keys(e) == keys(export)), "{}", export.name);
+            assert_eq!(family.iter().filter(|e| e.labels == export.labels).count(), 1, "{}", export.name);
+            assert_eq!(family.len() > 1, !export.labels.is_empty(), "{}: a family is labelled", export.name);
+        }
+        let stats = NetStats::default();
+        stats.busy_received.store(7, Ordering::Relaxed);
+        let at = exports.iter().position(|e| e.name == "sync_busy_received");
+        assert_eq!(at.map(|i| stats.exported_values()[i]), Some(7));
+    }
+}

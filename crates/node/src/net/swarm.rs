@@ -1,0 +1,87 @@
+//! The libp2p swarm: TCP + Noise + Yamux, with identify, ping, Kademlia, gossipsub (one
+//! topic per context, `weft/context/<id>`, and per namespace, `weft/namespace/<id>`) and the
+//! request-response sync protocol of [`super::protocol`]. The peer id derives from the node's
+//! Ed25519 key. Gossip validation is explicit: the driver reports each message accepted,
+//! rejected (gossipsub penalizes the sender and does not forward it) or ignored.
+
+use std::time::Duration;
+
+use libp2p::request_response::{self, ProtocolSupport};
+use libp2p::swarm::NetworkBehaviour;
+use libp2p::{gossipsub, identify, identity, kad, noise, ping, tcp, yamux, StreamProtocol, Swarm};
+use weft_primitives::{ContextId, NamespaceId};
+
+use super::protocol::{SyncCodec, MAX_FRAME, SYNC_PROTOCOL};
+use super::{NetConfig, NetError};
+
+/// The swarm's behaviours: identify, ping and Kademlia to find and keep peers, gossipsub for
+/// deltas and ops, and the request-response sync protocol.
+#[derive(NetworkBehaviour)]
+pub(super) struct Behaviour {
+    pub(super) identify: identify::Behaviour,
+    pub(super) ping: ping::Behaviour,
+    pub(super) kad: kad::Behaviour<kad::store::MemoryStore>,
+    pub(super) gossipsub: gossipsub::Behaviour,
+    pub(super) sync: request_response::Behaviour<SyncCodec>,
+}
+
+/// A context's gossip topic.
+pub(super) fn topic(context_id: &ContextId) -> gossipsub::IdentTopic {
+    gossipsub::IdentTopic::new(format!("weft/context/{context_id}"))
+}
+
+/// A namespace's gossip topic (its governance ops).
+pub(super) fn namespace_topic(namespace_id: &NamespaceId) -> gossipsub::IdentTopic {
+    gossipsub::IdentTopic::new(format!("weft/namespace/{namespace_id}"))
+}
+
+/// The swarm over TCP, Noise and Yamux, its peer id derived from `keypair`.
+pub(super) fn build_swarm(keypair: identity::Keypair, config: &NetConfig) -> Result<Swarm<Behaviour>, NetError> {
+    let request_timeout = config.request_timeout;
+    let swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
+        .with_tokio()
+        .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)
+        .map_err(|e| NetError::Build(e.to_string()))?
+        .with_behaviour(|key| {
+            let peer_id = key.public().to_peer_id();
+            let gossip_config = gossipsub::ConfigBuilder::default()
+                .validate_messages()
+                .max_transmit_size(MAX_FRAME)
+                .heartbeat_interval(Duration::from_millis(500))
+                // Identical payloads on one topic are the same message, whoever relays them; the
+                // same bytes on another topic are another message (a delta replayed on a
+                // namespace topic must be seen, and refused, there too).
+                .message_id_fn(|m: &gossipsub::Message| {
+                    let mut hasher = blake3::Hasher::new();
+                    hasher.update(m.topic.as_str().as_bytes());
+                    hasher.update(&[0]);
+                    hasher.update(&m.data);
+                    gossipsub::MessageId::from(hasher.finalize().as_bytes().to_vec())
+                })
+                .build()
+                .map_err(|e| e.to_string())?;
+            let gossipsub =
+                gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), gossip_config)?;
+            let mut kad = kad::Behaviour::with_config(
+                peer_id,
+                kad::store::MemoryStore::new(peer_id),
+                kad::Config::new(StreamProtocol::new("/weft/kad/1")),
+            );
+            kad.set_mode(Some(kad::Mode::Server));
+            Ok(Behaviour {
+                identify: identify::Behaviour::new(identify::Config::new("/weft/1".into(), key.public())),
+                ping: ping::Behaviour::new(ping::Config::new()),
+                kad,
+                gossipsub,
+                sync: request_response::Behaviour::with_codec(
+                    SyncCodec,
+                    [(StreamProtocol::new(SYNC_PROTOCOL), ProtocolSupport::Full)],
+                    request_response::Config::default().with_request_timeout(request_timeout),
+                ),
+            })
+        })
+        .map_err(|e| NetError::Build(e.to_string()))?
+        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
+        .build();
+    Ok(swarm)
+}

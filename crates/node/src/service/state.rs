@@ -1,0 +1,184 @@
+//! A context's state: local writes (signed, authorized against governance, published),
+//! deltas received outside the network task, reads, paged scans, node-local private state
+//! and stored deltas.
+
+use weft_primitives::{Action, ContextDagDeltaValue, ContextId, DeltaId, Hash, PublicKey};
+use weft_store::schema::ContextState;
+use weft_store::{Backend, PrefixBy, RawTail, Read};
+
+use super::{ContextEvent, NodeService, ServiceError};
+use crate::context::engine::Entry;
+use crate::context::{ApplyOutcome, Authorizer, EngineError};
+use crate::metrics::Source;
+
+/// A page of state entries and the cursor to continue after, if more follow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryPage {
+    /// Entries in scan order.
+    pub entries: Vec<Entry>,
+    /// The last entry's key when more entries follow.
+    pub next: Option<Vec<u8>>,
+}
+
+impl<B: Backend> NodeService<B> {
+    /// Writes `actions` as one delta and returns its id and the new root. In a governed
+    /// context the delta is signed with this node's key in the namespace, cites the
+    /// namespace's governance position and is refused here first if that position does not
+    /// let this node write; a single-owner context's deltas are signed with the node key.
+    /// The delta is published to peers.
+    pub fn write(&self, context_id: &ContextId, actions: Vec<Action>) -> Result<(DeltaId, Hash), ServiceError> {
+        // A context this node left is read-only here until it joins again (even if an admin
+        // made it a member again meanwhile: it no longer syncs the context).
+        if self.has_left(context_id)? {
+            return Err(ServiceError::Forbidden(format!(
+                "this node left context {context_id}; join it again (context_join) to write"
+            )));
+        }
+        let (key, events) = match self.governed(context_id)? {
+            None => (self.key.clone(), Vec::new()),
+            Some((namespace_id, group_id)) => {
+                let key = self.member_key(&namespace_id)?;
+                let position = self.governance.position(&namespace_id)?;
+                let state = self.governance.state_at(&namespace_id, &position.heads)?;
+                let author = key.public_key();
+                if !state.and_then(|s| s.group(&group_id).map(|g| g.may_write(context_id, &author))).unwrap_or(false) {
+                    return Err(ServiceError::Unauthorized(author));
+                }
+                (key, vec![position.to_event()])
+            }
+        };
+        match self.engine.write_with_events(context_id, &key, actions, events) {
+            Ok((delta_id, root_hash)) => {
+                self.metrics.delta_applied(Source::Local);
+                self.emit(ContextEvent::DeltaApplied {
+                    context_id: *context_id,
+                    delta_id,
+                    author: key.public_key(),
+                    root_hash,
+                    source: Source::Local,
+                });
+                self.publish_delta(context_id, &delta_id);
+                Ok((delta_id, root_hash))
+            }
+            Err(e) => {
+                if matches!(e, EngineError::Invalid(_)) {
+                    self.metrics.delta_rejected(Source::Local);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Receives a delta from a peer outside the network task (tests, tools): the engine
+    /// validates and applies it, then its applied deltas and divergences are counted and sent
+    /// to subscribers.
+    pub fn receive(
+        &self,
+        context_id: &ContextId,
+        delta: ContextDagDeltaValue,
+        authorizer: &dyn Authorizer,
+    ) -> Result<ApplyOutcome, ServiceError> {
+        let outcome = match self.engine.receive(context_id, delta, authorizer) {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                if matches!(e, EngineError::Invalid(_) | EngineError::Unauthorized(_)) {
+                    self.metrics.delta_rejected(Source::Remote);
+                }
+                return Err(e.into());
+            }
+        };
+        self.report_applied(context_id, &outcome.applied)?;
+        for d in &outcome.divergences {
+            self.metrics.divergence();
+            self.emit(ContextEvent::Diverged {
+                context_id: *context_id,
+                delta_id: d.delta_id,
+                expected_root_hash: d.expected,
+                actual_root_hash: d.actual,
+            });
+        }
+        Ok(outcome)
+    }
+
+    /// Counts deltas received and applied and sends a `DeltaApplied` event for each.
+    pub(super) fn report_applied(&self, context_id: &ContextId, applied: &[DeltaId]) -> Result<(), ServiceError> {
+        if applied.is_empty() {
+            return Ok(());
+        }
+        let root_hash = self.engine.view(context_id)?.root_hash;
+        for (delta_id, delta) in applied.iter().zip(self.engine.deltas(context_id, applied)?) {
+            self.metrics.delta_applied(Source::Remote);
+            self.emit(ContextEvent::DeltaApplied {
+                context_id: *context_id,
+                delta_id: *delta_id,
+                author: delta.map_or(PublicKey::default(), |d| d.author),
+                root_hash,
+                source: Source::Remote,
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads a state key.
+    pub fn get(&self, context_id: &ContextId, key: &[u8]) -> Result<Option<Vec<u8>>, ServiceError> {
+        self.require_context(context_id)?;
+        Ok(self.engine.get(context_id, key)?)
+    }
+
+    /// A page of at most `limit` state entries whose keys start with `prefix`, strictly after
+    /// `start_after` in the scan's direction.
+    pub fn scan(
+        &self,
+        context_id: &ContextId,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<EntryPage, ServiceError> {
+        self.require_context(context_id)?;
+        let mut scan =
+            self.store().scan(ContextState::prefix(context_id).then_raw(prefix)).limit(limit).reversed(reverse);
+        if let Some(after) = start_after {
+            scan = scan.after(&ContextState { context_id: *context_id, app_key: RawTail(after.to_vec()) });
+        }
+        let page = scan.page()?;
+        Ok(EntryPage {
+            entries: page.rows.into_iter().map(|(k, v)| (k.app_key.0, v)).collect(),
+            next: page.next.map(|k| k.app_key.0),
+        })
+    }
+
+    fn check_private(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), ServiceError> {
+        let limits = &self.engine_config.limits;
+        if key.is_empty() {
+            return Err(ServiceError::BadInput("empty key".into()));
+        }
+        if key.len() > limits.max_key_len {
+            return Err(ServiceError::TooLarge { what: "key", size: key.len(), max: limits.max_key_len });
+        }
+        if let Some(value) = value.filter(|v| v.len() > limits.max_value_len) {
+            return Err(ServiceError::TooLarge { what: "value", size: value.len(), max: limits.max_value_len });
+        }
+        Ok(())
+    }
+
+    /// Writes node-local private state (never replicated).
+    pub fn private_put(&self, context_id: &ContextId, key: &[u8], value: &[u8]) -> Result<(), ServiceError> {
+        self.check_private(key, Some(value))?;
+        Ok(self.engine.private_put(context_id, key, value)?)
+    }
+
+    /// Reads node-local private state.
+    pub fn private_get(&self, context_id: &ContextId, key: &[u8]) -> Result<Option<Vec<u8>>, ServiceError> {
+        self.require_context(context_id)?;
+        Ok(self.engine.private_get(context_id, key)?)
+    }
+
+    /// A stored delta (applied or pending).
+    pub fn delta(&self, context_id: &ContextId, delta_id: &DeltaId) -> Result<ContextDagDeltaValue, ServiceError> {
+        self.require_context(context_id)?;
+        self.engine
+            .delta(context_id, delta_id)?
+            .ok_or_else(|| ServiceError::NotFound { what: "delta", id: delta_id.to_hex() })
+    }
+}
