@@ -1,0 +1,4 @@
+//! Fuzzes `weft_fuzz_targets::net::gossip` (input layout in its docs).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| weft_fuzz_targets::net::gossip(data));
