@@ -88,6 +88,7 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
             token,
             max_request_bytes: config.rpc.max_request_bytes,
             max_connections: config.rpc.max_connections,
+            max_batch: config.rpc.max_batch,
             p2p_listen: config.p2p.listen.clone(),
             bootstrap: config.p2p.bootstrap.clone(),
         };

@@ -89,7 +89,7 @@ fn bad_invitations_get_typed_errors_and_leave_nothing_behind() {
     // Expired: its own code.
     let short = a.ok("context_invite", json!({ "context_id": ctx, "invitee": b_identity, "expires_in_s": 1 }));
     std::thread::sleep(Duration::from_millis(1_100));
-    assert_error(&b.err("context_join", json!({ "invitation": short["invitation"] })), -32006, "invitation_expired");
+    assert_error(&b.err("context_join", json!({ "invitation": short["invitation"] })), -32012, "invitation_expired");
 
     // Well formed and signed, but no namespace makes b a member: unknown, after the timeout.
     let unknown = forged(&b_identity, vec![a_p2p.clone()]);

@@ -96,6 +96,8 @@ pub struct RpcConfig {
     pub max_request_bytes: u32,
     /// Most simultaneous connections.
     pub max_connections: u32,
+    /// Most calls in one JSON-RPC batch; a longer batch is refused whole (-32010).
+    pub max_batch: u32,
 }
 
 impl Default for RpcConfig {
@@ -104,6 +106,7 @@ impl Default for RpcConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 7528)),
             max_request_bytes: 32 << 20,
             max_connections: 128,
+            max_batch: 64,
         }
     }
 }
@@ -292,9 +295,10 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 20] = [
+        let positive: [(&'static str, u64); 21] = [
             ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
             ("rpc.max_connections", u64::from(self.rpc.max_connections)),
+            ("rpc.max_batch", u64::from(self.rpc.max_batch)),
             ("storage.memory_budget_mb", self.storage.memory_budget_mb),
             ("storage.write_buffer_mb", self.storage.write_buffer_mb),
             ("storage.background_jobs", u64::from(self.storage.background_jobs)),
@@ -452,6 +456,8 @@ listen = "{listen}"
 max_request_bytes = {max_request_bytes}
 # Most simultaneous connections. Default 128.
 max_connections = {max_connections}
+# Most calls in one JSON-RPC batch (a longer batch is refused whole). Default 64.
+max_batch = {max_batch}
 
 [p2p]
 # Multiaddrs to listen on for peers (port 0 picks a free port; `weft node info`
@@ -546,6 +552,7 @@ max_blob_bytes = {max_blob_bytes}
             listen = self.rpc.listen,
             max_request_bytes = self.rpc.max_request_bytes,
             max_connections = self.rpc.max_connections,
+            max_batch = self.rpc.max_batch,
             p2p_default = DEFAULT_P2P_LISTEN,
             p2p_listen = quoted_list(&self.p2p.listen),
             bootstrap = quoted_list(&self.p2p.bootstrap),

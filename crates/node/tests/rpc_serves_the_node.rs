@@ -37,6 +37,7 @@ async fn server(metrics: Arc<NodeMetrics>) -> RpcHandle<MemoryBackend> {
         token: TOKEN.into(),
         max_request_bytes: 1 << 20,
         max_connections: 16,
+        max_batch: 8,
         p2p_listen: Vec::new(),
         bootstrap: Vec::new(),
     };
@@ -206,7 +207,7 @@ proptest! {
         let mut seen = Vec::new();
         let mut cursor: Option<Vec<u8>> = None;
         loop {
-            let result = svc.scan(&ctx, &prefix, cursor.as_deref(), page, reverse).unwrap();
+            let result = svc.scan(&ctx, &prefix, cursor.as_deref(), page, usize::MAX, reverse).unwrap();
             prop_assert!(result.entries.len() <= page);
             seen.extend(result.entries);
             match result.next {
@@ -216,4 +217,68 @@ proptest! {
         }
         prop_assert_eq!(seen, expected);
     }
+}
+
+/// A POST of `body` with the token; the parsed answer.
+fn post(addr: SocketAddr, body: &str) -> Value {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (_, body) = out.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scans_of_large_values_page_by_bytes_and_batches_are_bounded() {
+    let metrics = Arc::new(NodeMetrics::new());
+    let handle = server(metrics.clone()).await;
+    let svc = service(metrics);
+    handle.set_ready(svc.clone());
+    let ctx = svc.context_create(None, None, None).unwrap().context_id;
+    // 40 values of 64 KiB: 2.5 MiB of state, where the server answers at most 1 MiB.
+    for i in 0..40u8 {
+        let (key, value) = (format!("k{i:02}").into_bytes(), vec![b'a' + i % 26; 64 << 10]);
+        svc.write(&ctx, vec![Action::Put { key, value }]).unwrap();
+    }
+    let addr = handle.local_addr();
+    tokio::task::spawn_blocking(move || {
+        // Pages hold at most an eighth of the limit (128 KiB: one 64 KiB value fits with the
+        // next only partly), each answer fits, and following `next` reads every entry once.
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let call = json!({ "jsonrpc": "2.0", "id": 1, "method": "state_scan", "params": {
+                "context_id": ctx.to_hex(), "limit": 1000, "start_after": cursor } });
+            let page = post(addr, &call.to_string());
+            let entries = page["result"]["entries"].as_array().unwrap_or_else(|| panic!("{page}")).clone();
+            assert!(!entries.is_empty() && entries.len() <= 2, "a page of {} entries", entries.len());
+            seen.extend(entries.iter().map(|e| e["key"].as_str().unwrap().to_string()));
+            match page["result"]["next"].as_str() {
+                Some(next) => cursor = Some(next.to_string()),
+                None => break,
+            }
+        }
+        let unique: std::collections::BTreeSet<_> = seen.iter().collect();
+        assert_eq!((seen.len(), unique.len()), (40, 40));
+
+        // A batch as long as the limit runs; one call longer is refused whole with -32010.
+        let batch = |n: usize| {
+            let calls: Vec<Value> =
+                (0..n).map(|i| json!({ "jsonrpc": "2.0", "id": i, "method": "node_info", "params": {} })).collect();
+            post(addr, &Value::Array(calls).to_string())
+        };
+        assert_eq!(batch(8).as_array().map(Vec::len), Some(8));
+        let refused = batch(9);
+        assert_eq!(refused["error"]["code"], -32010, "{refused}");
+    })
+    .await
+    .unwrap();
+    handle.stop().await;
 }

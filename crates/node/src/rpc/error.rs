@@ -1,7 +1,8 @@
 //! The API's error codes: the one place they are defined.
 //!
 //! Every error is a JSON-RPC error object `{code, message, data}`. The codes are
-//! stable; `message` is for people; `data`, when present, is an object with a
+//! stable (-32006 to -32010 are the server's own, for limits of the transport); `message` is
+//! for people; `data`, when present, is an object with a
 //! machine-readable `reason` and the details (`field`, `size`, `max`, `what`, `id`).
 //!
 //! | code | name | meaning |
@@ -13,8 +14,12 @@
 //! | -32002 | not a member | this node (or the identity named) is not a member of the namespace or group |
 //! | -32003 | forbidden | the identity lacks the role or capability, or the op breaks a governance rule (the last admin leaving, a frozen application); `reason: "wrong_invitee"` for an invitation issued to another identity |
 //! | -32004 | conflict | the thing to create exists already (a member, a group, a taken alias) |
-//! | -32005 | not ready | the node is starting (store not open, network not listening), busy (a full pending set), its network is not running, or the peers it needs are unreachable (`reason`: `starting`, `busy`, `network_not_running`, `unreachable`); retry later |
-//! | -32006 | expired | the invitation has expired |
+//! | -32005 | not ready | the node is starting (store not open, network not listening), busy (a full pending set), its network is not running, the peers it needs are unreachable, it does not hold a group's key yet, or a peer sent a key it refused (`reason`: `starting`, `busy`, `network_not_running`, `unreachable`, `key_not_held`, `key_refused`); retry later |
+//! | -32006 | too many subscriptions | the connection holds as many subscriptions as the server allows (1,024); close one first |
+//! | -32007 | request too large | the request is larger than `rpc.max_request_bytes` |
+//! | -32008 | response too large | the answer would be larger than `rpc.max_request_bytes` (a `state_get` of a value near that size in an encoding that grows it); pages of lists never are: they end early with `next` |
+//! | -32010 | batch too long | the batch has more calls than `rpc.max_batch`; none of them ran |
+//! | -32012 | expired | the invitation has expired |
 
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
@@ -38,8 +43,16 @@ pub mod codes {
     pub const CONFLICT: i32 = -32004;
     /// Starting, busy, or the network is down or unreachable; retry later.
     pub const NOT_READY: i32 = -32005;
-    /// The invitation has expired.
-    pub const EXPIRED: i32 = -32006;
+    /// The connection holds as many subscriptions as allowed (the server's own code).
+    pub const TOO_MANY_SUBSCRIPTIONS: i32 = jsonrpsee::types::error::TOO_MANY_SUBSCRIPTIONS_CODE;
+    /// The request is too large (the server's own code).
+    pub const REQUEST_TOO_LARGE: i32 = jsonrpsee::types::error::OVERSIZED_REQUEST_CODE;
+    /// The answer would be too large (the server's own code).
+    pub const RESPONSE_TOO_LARGE: i32 = jsonrpsee::types::error::OVERSIZED_RESPONSE_CODE;
+    /// The batch has too many calls (the server's own code).
+    pub const BATCH_TOO_LONG: i32 = jsonrpsee::types::error::TOO_BIG_BATCH_REQUEST_CODE;
+    /// The invitation has expired (not -32006, which the server uses for its subscription limit).
+    pub const EXPIRED: i32 = -32012;
 }
 
 /// An error object's `data`: why, for programs, and the details that apply.
@@ -200,7 +213,8 @@ fn invalid_delta(invalid: &InvalidDelta, limits: &DeltaLimits) -> ErrorObjectOwn
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weft_primitives::{ContextId, PublicKey};
+    use crate::governance::GovernanceError;
+    use weft_primitives::{ContextId, GroupId, PublicKey};
 
     #[test]
     fn every_service_error_has_its_code() {
@@ -225,6 +239,11 @@ mod tests {
             ),
             (InvitationError::Unknown("x".into()).into(), codes::NOT_FOUND),
             (ServiceError::Internal("disk".into()), codes::INTERNAL_ERROR),
+            // Governance errors a call's input or a missing key cause are not internal.
+            (GovernanceError::KeyNotHeld(GroupId::default()).into(), codes::NOT_READY),
+            (GovernanceError::KeyRefused("misaddressed".into()).into(), codes::NOT_READY),
+            (GovernanceError::Sealed(weft_primitives::SealedOpError::NotPrivate).into(), codes::INVALID_PARAMS),
+            (GovernanceError::Inconsistent("rows".into()).into(), codes::INTERNAL_ERROR),
         ];
         for (e, code) in cases {
             assert_eq!(from_service(e, &limits).code(), code);

@@ -535,8 +535,9 @@ impl<B: Backend> WeftApiServer for Api<B> {
         let id = context_id(&p.context_id)?;
         let prefix = optional(p.prefix.as_deref(), |s| p.encoding.decode("prefix", s))?.unwrap_or_default();
         let after = optional(p.start_after.as_deref(), |s| p.encoding.decode("start_after", s))?;
-        let page =
-            service.scan(&id, &prefix, after.as_deref(), p.clamped_limit(), p.reverse).map_err(svc_err(&service))?;
+        let page = service
+            .scan(&id, &prefix, after.as_deref(), p.clamped_limit(), self.shared.scan_bytes, p.reverse)
+            .map_err(svc_err(&service))?;
         let entries = page
             .entries
             .into_iter()

@@ -24,7 +24,7 @@ pub mod wire;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
-use jsonrpsee::server::{Server, ServerConfig, ServerHandle};
+use jsonrpsee::server::{BatchRequestConfig, Server, ServerConfig, ServerHandle};
 use jsonrpsee::types::ErrorObjectOwned;
 use libp2p::Multiaddr;
 use weft_store::Backend;
@@ -44,6 +44,8 @@ pub struct RpcOptions {
     pub max_request_bytes: u32,
     /// Most simultaneous connections.
     pub max_connections: u32,
+    /// Most calls in one batch.
+    pub max_batch: u32,
     /// Configured p2p listen addresses (reported by `node_info`).
     pub p2p_listen: Vec<Multiaddr>,
     /// Configured bootstrap peers (reported by `node_info`).
@@ -55,6 +57,9 @@ pub struct Shared<B: Backend> {
     service: OnceLock<Arc<NodeService<B>>>,
     metrics: Arc<NodeMetrics>,
     rpc_addr: SocketAddr,
+    /// Bytes of keys and values a `state_scan` page may hold: an eighth of the largest answer,
+    /// so a page fits even when its encoding grows every byte sixfold (JSON's `\u00XX`).
+    scan_bytes: usize,
     p2p_listen: Vec<Multiaddr>,
     bootstrap: Vec<Multiaddr>,
 }
@@ -146,6 +151,7 @@ pub async fn start<B: Backend + BackendStats>(
         .max_request_body_size(options.max_request_bytes)
         .max_response_body_size(options.max_request_bytes)
         .max_connections(options.max_connections)
+        .set_batch_request_config(BatchRequestConfig::Limit(options.max_batch))
         .build();
     // The probe needs the shared state, which needs the bound address: bind first through a
     // std listener so the address is known before the layer is built.
@@ -157,6 +163,7 @@ pub async fn start<B: Backend + BackendStats>(
         service: OnceLock::new(),
         metrics,
         rpc_addr: addr,
+        scan_bytes: usize::try_from(options.max_request_bytes / 8).unwrap_or(usize::MAX),
         p2p_listen: options.p2p_listen,
         bootstrap: options.bootstrap,
     });

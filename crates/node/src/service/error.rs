@@ -110,6 +110,17 @@ impl From<GovernanceError> for ServiceError {
             }
             // An op this node builds is malformed only if its input is (an alias too long).
             GovernanceError::Invalid(invalid) => ServiceError::BadInput(invalid.to_string()),
+            // Keys come by key recovery from members: a call needing one not held yet is
+            // retried, not a failure of the node.
+            e @ GovernanceError::KeyNotHeld(_) => {
+                ServiceError::Unavailable { reason: "key_not_held", message: e.to_string() }
+            }
+            e @ GovernanceError::KeyRefused(_) => {
+                ServiceError::Unavailable { reason: "key_refused", message: e.to_string() }
+            }
+            // Sealing for the identities and bodies a caller named fails only on what it named
+            // (a member key that is no curve point, a body of a kind that is not sealed).
+            e @ (GovernanceError::Envelope(_) | GovernanceError::Sealed(_)) => ServiceError::BadInput(e.to_string()),
             other => ServiceError::Internal(Box::new(other)),
         }
     }

@@ -126,26 +126,38 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// A page of at most `limit` state entries whose keys start with `prefix`, strictly after
-    /// `start_after` in the scan's direction.
+    /// `start_after` in the scan's direction, holding at most `max_bytes` of keys and values
+    /// (but always at least one entry): a page cut short by either bound says where to go on
+    /// in `next`, so large values cost pages, never memory or an oversized answer.
     pub fn scan(
         &self,
         context_id: &ContextId,
         prefix: &[u8],
         start_after: Option<&[u8]>,
         limit: usize,
+        max_bytes: usize,
         reverse: bool,
     ) -> Result<EntryPage, ServiceError> {
         self.require_context(context_id)?;
-        let mut scan =
-            self.store().scan(ContextState::prefix(context_id).then_raw(prefix)).limit(limit).reversed(reverse);
+        let mut scan = self.store().scan(ContextState::prefix(context_id).then_raw(prefix)).reversed(reverse);
         if let Some(after) = start_after {
             scan = scan.after(&ContextState { context_id: *context_id, app_key: RawTail(after.to_vec()) });
         }
-        let page = scan.page()?;
-        Ok(EntryPage {
-            entries: page.rows.into_iter().map(|(k, v)| (k.app_key.0, v)).collect(),
-            next: page.next.map(|k| k.app_key.0),
-        })
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(limit.min(1024));
+        let mut bytes = 0usize;
+        let mut more = false;
+        for row in scan.limit(limit.saturating_add(1)).iter()? {
+            let (key, value) = row?;
+            let size = key.app_key.0.len() + value.len();
+            if entries.len() == limit || (!entries.is_empty() && bytes + size > max_bytes) {
+                more = true;
+                break;
+            }
+            bytes += size;
+            entries.push((key.app_key.0, value));
+        }
+        let next = if more { entries.last().map(|(k, _)| k.clone()) } else { None };
+        Ok(EntryPage { entries, next })
     }
 
     fn check_private(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), ServiceError> {
