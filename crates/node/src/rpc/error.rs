@@ -13,7 +13,7 @@
 //! | -32002 | not a member | this node (or the identity named) is not a member of the namespace or group |
 //! | -32003 | forbidden | the identity lacks the role or capability, or the op breaks a governance rule (the last admin leaving, a frozen application); `reason: "wrong_invitee"` for an invitation issued to another identity |
 //! | -32004 | conflict | the thing to create exists already (a member, a group, a taken alias) |
-//! | -32005 | not ready | the node is starting (store not open, network not listening), busy (a full pending set), its network is not running, or the peers it needs are unreachable (`reason`: `starting`, `busy`, `network_not_running`, `unreachable`); retry later |
+//! | -32005 | not ready | the node is starting (store not open, network not listening), busy (a full pending set), its network is not running, or the peers it needs are unreachable (`reason`: `starting`, `busy`, `network_not_running`, `unreachable`, `blob_unavailable`); retry later |
 //! | -32006 | expired | the invitation has expired |
 
 use jsonrpsee::types::ErrorObjectOwned;
