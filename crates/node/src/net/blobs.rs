@@ -19,8 +19,13 @@
 //! again for this fetch, and the fetch starts over from another peer. A peer that answers
 //! `Unknown`, something unsealed or malformed, or fails to answer, is passed over for the
 //! next candidate (a connected peer, those subscribed to the context's topic first);
-//! `Busy` is asked again at the next anti-entropy tick. With no candidate left, the fetch
+//! `Busy` is asked again at the next anti-entropy tick (and passed over after
+//! [`MAX_BUSY_ROUNDS`] in a row). With no candidate left, the fetch
 //! fails and its callers are told; what was received stays stored.
+//!
+//! **Serving.** The bytes of the last [`SERVING_CACHE`] blobs served are kept in memory, so a
+//! fetch's chunks do not each read the whole blob from the store (blobs are immutable: their
+//! id is their hash).
 //!
 //! **Resuming.** A fetch starts from the chunks stored by an earlier one (cut short by a
 //! restart, or by running out of peers), asking only for the bytes after them
@@ -29,6 +34,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use libp2p::PeerId;
 use tokio::sync::oneshot;
@@ -46,6 +52,13 @@ use super::NetStats;
 
 /// Most contexts of a group looked through for one that runs a blob asked for.
 const MAX_GROUP_CONTEXTS: usize = 4096;
+
+/// A peer that answers `Busy` this many rounds in a row, for one fetch, is passed over.
+const MAX_BUSY_ROUNDS: u32 = 10;
+
+/// Blobs whose bytes are kept for serving their next chunks (a fetch asks for one chunk
+/// after another, so each would otherwise read the whole blob again).
+const SERVING_CACHE: usize = 2;
 
 /// Why a blob fetch failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -88,10 +101,12 @@ pub enum BlobFetchError {
     },
 }
 
-/// Blobs being fetched, by id.
+/// Blobs being fetched, by id, and the blobs being served.
 #[derive(Default)]
 pub(super) struct BlobFetches {
     fetches: HashMap<BlobId, Fetch>,
+    /// The bytes of the blobs served last, most recent first (at most [`SERVING_CACHE`]).
+    serving: Mutex<Vec<(BlobId, Arc<Vec<u8>>)>>,
 }
 
 /// A blob being fetched: where it stands and who waits for it.
@@ -114,6 +129,8 @@ struct Fetch {
     served_by: HashSet<PeerId>,
     /// A peer answered `Busy`: ask again at the next tick.
     busy: bool,
+    /// `Busy` answers in a row from the peer asked.
+    busy_rounds: u32,
     /// When `received` was last logged, in tenths of the total.
     logged_tenth: u64,
     /// Who waits for the outcome: the blob's size, or why it failed.
@@ -172,6 +189,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             blamed: HashSet::new(),
             served_by: HashSet::new(),
             busy: false,
+            busy_rounds: 0,
             logged_tenth: 0,
             waiters: vec![reply],
         };
@@ -285,7 +303,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     return;
                 }
             }
-            SyncResponse::Busy => {
+            SyncResponse::Busy if fetch.busy_rounds < MAX_BUSY_ROUNDS => {
+                fetch.busy_rounds += 1;
                 fetch.busy = true;
                 return;
             }
@@ -343,6 +362,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
         fetch.total = Some(total);
         fetch.next += len;
+        fetch.busy_rounds = 0;
         fetch.served_by.insert(peer);
         self.stats.blob_chunks_fetched.fetch_add(1, Ordering::Relaxed);
         self.stats.blob_bytes_fetched.fetch_add(len, Ordering::Relaxed);
@@ -457,10 +477,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         if !matches!(Contexts::sealing(self, &context_id), Sealing::Key(..)) || !self.runs_blob(&context_id, &blob_id) {
             return SyncResponse::Unknown;
         }
-        let bytes = match self.engine.store().get(&BlobKey { blob_id }) {
-            Ok(Some(bytes)) => bytes,
-            _ => return SyncResponse::Unknown,
-        };
+        let Some(bytes) = self.serving_bytes(blob_id) else { return SyncResponse::Unknown };
         let total = bytes.len() as u64;
         let Ok(start) = usize::try_from(offset) else { return SyncResponse::Unknown };
         if start > bytes.len() {
@@ -470,6 +487,21 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let data = bytes[start..start + len].to_vec();
         count_served(&self.stats, data.len());
         SyncResponse::Blob { total, offset, data }
+    }
+
+    /// A blob's bytes for serving: from the cache of the blobs served last, or the store.
+    fn serving_bytes(&self, blob_id: BlobId) -> Option<Arc<Vec<u8>>> {
+        let mut cache = self.blobs.serving.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(at) = cache.iter().position(|(id, _)| *id == blob_id) {
+            let entry = cache.remove(at);
+            let bytes = entry.1.clone();
+            cache.insert(0, entry);
+            return Some(bytes);
+        }
+        let bytes = Arc::new(self.engine.store().get(&BlobKey { blob_id }).ok()??);
+        cache.insert(0, (blob_id, bytes.clone()));
+        cache.truncate(SERVING_CACHE);
+        Some(bytes)
     }
 
     /// Whether a context of `context_id`'s group (or the group's target application) runs
