@@ -20,7 +20,8 @@
 //! `Unknown`, something unsealed or malformed, or fails to answer, is passed over for the
 //! next candidate (a connected peer, those subscribed to the context's topic first);
 //! `Busy` is asked again at the next anti-entropy tick (and passed over after
-//! [`MAX_BUSY_ROUNDS`] in a row). With no candidate left, the fetch
+//! [`MAX_BUSY_ROUNDS`] in a row). A peer that claims another size than the chunks held were
+//! served under starts the copy over (one of them lies; the hash will tell). With no candidate left, the fetch
 //! fails and its callers are told; what was received stays stored.
 //!
 //! **Serving.** The bytes of the last [`SERVING_CACHE`] blobs served are kept in memory, so a
@@ -39,8 +40,8 @@ use std::sync::{Arc, Mutex};
 use libp2p::PeerId;
 use tokio::sync::oneshot;
 use weft_primitives::{BlobId, ContextId, Hash};
-use weft_store::schema::{BlobKey, ContextMeta, PartialBlob, PartialBlobChunk};
-use weft_store::{Backend, PrefixBy, Read};
+use weft_store::schema::{BlobKey, Column, ContextMeta, PartialBlob, PartialBlobChunk};
+use weft_store::{Backend, PrefixBy, Read, WriteBatch};
 
 use super::contexts::Contexts;
 use super::driver::{Driver, Pending};
@@ -336,12 +337,27 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             self.end_fetch(blob_id, Err(BlobFetchError::TooLarge { blob_id, size: total, max }));
             return false;
         }
+        if fetch.total.is_some_and(|t| t != total) {
+            // Peers disagree on the size: one lies, and which cannot be told before the hash.
+            // Start over from this peer (what is held came from others, or an earlier run).
+            tracing::info!(%peer, %blob_id, total, held = ?fetch.total, "peers disagree on a blob's size: starting over");
+            let store = self.engine.store();
+            let mut batch = store.batch();
+            if let Err(e) = clear_partial(&mut batch, blob_id).and_then(|()| store.write(batch)) {
+                self.end_fetch(blob_id, Err(BlobFetchError::Store { blob_id, reason: e.to_string() }));
+                return false;
+            }
+            fetch.total = None;
+            fetch.next = 0;
+            fetch.served_by.clear();
+            fetch.logged_tenth = 0;
+            return true;
+        }
         let len = data.len() as u64;
         let fits = offset == fetch.next
             && len <= asked
             && (len > 0 || total == offset)
-            && offset.checked_add(len).is_some_and(|end| end <= total)
-            && fetch.total.is_none_or(|t| t == total);
+            && offset.checked_add(len).is_some_and(|end| end <= total);
         if !fits {
             tracing::info!(%peer, %blob_id, offset, len, total, "refused a blob chunk that does not fit what was asked");
             self.stats.blob_chunks_refused.fetch_add(1, Ordering::Relaxed);
@@ -396,9 +412,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         if verified {
             batch.put(&BlobKey { blob_id }, &bytes);
         }
-        batch.delete(&PartialBlob { blob_id });
-        let cleared = batch.delete_prefix(&PartialBlobChunk::prefix(&blob_id)).and_then(|()| store.write(batch));
-        if let Err(e) = cleared {
+        if let Err(e) = clear_partial(&mut batch, blob_id).and_then(|()| store.write(batch)) {
             self.end_fetch(blob_id, Err(BlobFetchError::Store { blob_id, reason: e.to_string() }));
             return;
         }
@@ -526,6 +540,15 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
         governance.contexts(&group_id, None, MAX_GROUP_CONTEXTS).is_ok_and(|(contexts, _)| contexts.iter().any(runs))
     }
+}
+
+/// Adds to `batch` the removal of a blob's partial copy: its size row and its chunks.
+fn clear_partial<B: Backend>(
+    batch: &mut WriteBatch<'_, B, Column>,
+    blob_id: BlobId,
+) -> Result<(), weft_store::StoreError> {
+    batch.delete(&PartialBlob { blob_id });
+    batch.delete_prefix(&PartialBlobChunk::prefix(&blob_id))
 }
 
 /// Counts a chunk served.
