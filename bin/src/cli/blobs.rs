@@ -19,10 +19,16 @@ pub enum BlobCmd {
         /// The file, or - for standard input.
         file: PathBuf,
     },
-    /// Fetch a blob (blob_get).
+    /// Read a blob (blob_get).
     Get {
         /// The blob id.
         blob_id: String,
+        /// Fetch it from connected peers if this node lacks it.
+        #[arg(long)]
+        fetch: bool,
+        /// With --fetch: the context to ask peers in (default: every context held here).
+        #[arg(long, value_name = "CONTEXT", requires = "fetch")]
+        context: Option<String>,
         /// Write to this file instead of standard output.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
@@ -59,8 +65,8 @@ pub async fn blob(client: &Client, json_out: bool, cmd: BlobCmd) -> Result<(), C
             let r = client.ask(api.blob_put(BlobPutParams { data })).await?;
             print(json_out, &r, |r| r.blob_id.clone());
         }
-        BlobCmd::Get { blob_id, output } => {
-            let r = client.ask(api.blob_get(BlobParams { blob_id })).await?;
+        BlobCmd::Get { blob_id, fetch, context, output } => {
+            let r = client.ask(api.blob_get(BlobParams { blob_id, fetch, context_id: context })).await?;
             if json_out {
                 print(true, &r, |_| String::new());
             } else {

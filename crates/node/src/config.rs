@@ -216,6 +216,8 @@ pub struct SyncConfig {
     pub peer_gossip_rate: u32,
     /// Gossip messages a peer may deliver at once above that rate.
     pub peer_gossip_burst: u32,
+    /// Most KiB of a blob asked per request when fetching one from peers (at most 4096).
+    pub blob_chunk_kib: u32,
 }
 
 impl Default for SyncConfig {
@@ -234,6 +236,7 @@ impl Default for SyncConfig {
             peer_request_burst: net.peer_request_burst,
             peer_gossip_rate: net.peer_gossip_rate,
             peer_gossip_burst: net.peer_gossip_burst,
+            blob_chunk_kib: net.blob_chunk_bytes >> 10,
         }
     }
 }
@@ -295,7 +298,7 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 21] = [
+        let positive: [(&'static str, u64); 22] = [
             ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
             ("rpc.max_connections", u64::from(self.rpc.max_connections)),
             ("rpc.max_batch", u64::from(self.rpc.max_batch)),
@@ -312,6 +315,7 @@ impl NodeConfig {
             ("sync.peer_queue_depth", u64::from(self.sync.peer_queue_depth)),
             ("sync.peer_request_burst", u64::from(self.sync.peer_request_burst)),
             ("sync.peer_gossip_burst", u64::from(self.sync.peer_gossip_burst)),
+            ("sync.blob_chunk_kib", u64::from(self.sync.blob_chunk_kib)),
             ("limits.max_actions", u64::from(self.limits.max_actions)),
             ("limits.max_parents", u64::from(self.limits.max_parents)),
             ("limits.max_key_bytes", u64::from(self.limits.max_key_bytes)),
@@ -341,6 +345,10 @@ impl NodeConfig {
             if value > 1 << 20 {
                 return invalid(key, "must be at most 1048576 (1 TiB)".into());
             }
+        }
+        let max_chunk_kib = crate::net::protocol::MAX_BLOB_CHUNK >> 10;
+        if self.sync.blob_chunk_kib > max_chunk_kib {
+            return invalid("sync.blob_chunk_kib", format!("must be at most {max_chunk_kib}"));
         }
         if self.storage.wal_sync == WalSync::Periodic && self.storage.wal_sync_interval_ms == 0 {
             return invalid(
@@ -423,6 +431,7 @@ impl NodeConfig {
             peer_request_burst: self.sync.peer_request_burst,
             peer_gossip_rate: self.sync.peer_gossip_rate,
             peer_gossip_burst: self.sync.peer_gossip_burst,
+            blob_chunk_bytes: self.sync.blob_chunk_kib.saturating_mul(1024),
             ..NetConfig::default()
         }
     }
@@ -529,6 +538,10 @@ peer_request_burst = {peer_request_burst}
 # that; past them they are dropped unprocessed. Defaults {d_peer_gossip_rate} and {d_peer_gossip_burst}.
 peer_gossip_rate = {peer_gossip_rate}
 peer_gossip_burst = {peer_gossip_burst}
+# Most KiB of a blob (an application's bytecode, say) asked of a peer per request
+# when fetching it (at most {max_blob_chunk_kib}); each chunk is stored as it arrives, so
+# a fetch cut short resumes where it stopped. Default {d_blob_chunk_kib}.
+blob_chunk_kib = {blob_chunk_kib}
 
 [limits]
 # Sizes every node must enforce identically: a delta one node accepts and another
@@ -575,6 +588,9 @@ max_blob_bytes = {max_blob_bytes}
             d_peer_request_burst = sync_defaults.peer_request_burst,
             d_peer_gossip_rate = sync_defaults.peer_gossip_rate,
             d_peer_gossip_burst = sync_defaults.peer_gossip_burst,
+            d_blob_chunk_kib = sync_defaults.blob_chunk_kib,
+            max_blob_chunk_kib = crate::net::protocol::MAX_BLOB_CHUNK >> 10,
+            blob_chunk_kib = self.sync.blob_chunk_kib,
             anti_entropy_interval_ms = self.sync.anti_entropy_interval_ms,
             catch_up_batch = self.sync.catch_up_batch,
             max_sessions = self.sync.max_sessions,

@@ -24,8 +24,8 @@
 //! (blobs and applications), `contexts` (creating, listing and describing contexts),
 //! `state` (writes, reads and scans of a context's state), `groups` (namespaces, groups,
 //! members, aliases), [`invitation`] (the invitation format, `context_invite`,
-//! `context_join`) and `network` (starting the swarm, turning its events into context
-//! events, peers, dialing). Methods that talk to the network block the calling thread
+//! `context_join`), `fetch` (blobs and bytecode fetched from peers) and `network` (starting
+//! the swarm, turning its events into context events, peers, dialing). Methods that talk to the network block the calling thread
 //! briefly (they hand a command to the network task and wait for its answer;
 //! `context_join` waits for governance and catch-up): call them from a blocking thread, as
 //! the RPC server does.
@@ -34,6 +34,7 @@ mod blobs;
 mod contexts;
 mod error;
 mod events;
+mod fetch;
 mod groups;
 pub mod invitation;
 mod network;

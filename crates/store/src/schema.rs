@@ -42,7 +42,7 @@ columns! {
         /// Human-readable name → id.
         Alias => "alias", ColumnOptions::point_and_scan(33);
         /// Everything else, partitioned by a prefix byte (0x00 generic, 0x01–0x06 and 0x08 the
-        /// state engine, 0x07 the node's left contexts).
+        /// state engine, 0x07 the node's left contexts, 0x09–0x0A blobs being fetched).
         Generic => "generic", ColumnOptions::point_and_scan(33);
         /// Governance, partitioned by the prefix bytes 0x20–0x3A.
         Group => "group", ColumnOptions::point_and_scan(33);
@@ -115,8 +115,8 @@ keys! {
     pub struct ApplicationKey in Application { application_id: ApplicationId } => B<ApplicationMeta>;
     /// An alias: kind, the scope it is unique in, the name → the 32-byte id it names.
     pub struct AliasKey in Alias { kind: u8, scope: [u8; 32] ; name: Text } => B<[u8; 32]>;
-    // Generic column: uncategorized data, the state engine's bookkeeping (0x01–0x06, 0x08)
-    // and the contexts this node left (0x07).
+    // Generic column: uncategorized data, the state engine's bookkeeping (0x01–0x06, 0x08),
+    // the contexts this node left (0x07) and blobs being fetched (0x09–0x0A).
     /// Uncategorized data: a 32-byte scope and a raw fragment.
     pub struct GenericKey in Generic [0x00] { scope: [u8; 32] ; fragment: RawTail } => Raw;
     /// A Merkle trie branch of a context's state (or its lone leaf), by nibble path (one byte per nibble).
@@ -138,6 +138,13 @@ keys! {
     /// written (a checkpoint), by the context's delta count before it. Replayed at first use
     /// after a crash, emptied by each checkpoint.
     pub struct TrieJournal in Generic [0x08] { context_id: ContextId, seq: u64 } => B<DeltaId>;
+    /// A blob being fetched from peers: its whole size, as the first peer that served a
+    /// chunk of it claimed. Node-local; removed with its chunks once the blob is verified
+    /// and stored (or found corrupt).
+    pub struct PartialBlob in Generic [0x09] { blob_id: BlobId } => B<u64>;
+    /// A chunk of a blob being fetched, by its offset (big-endian, so a scan runs in
+    /// order): what a fetch cut short resumes from.
+    pub struct PartialBlobChunk in Generic [0x0A] { blob_id: BlobId, offset: u64 } => Raw;
 
     // Group column: membership and metadata (0x20–0x23).
     /// Group metadata.

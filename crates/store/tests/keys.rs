@@ -174,3 +174,36 @@ fn meta() -> weft_primitives::GroupMetaValue {
         migration: None,
     }
 }
+
+/// Golden bytes of a blob being fetched (Generic 0x09 and 0x0A): the whole size under
+/// `09 ‖ blob_id` (Borsh u64), each chunk under `0a ‖ blob_id ‖ offset (u64 BE)` as raw
+/// bytes, so a scan of the blob's chunks runs in offset order. Changing either needs a
+/// migration.
+#[test]
+fn golden_partial_blob_rows() {
+    use weft_primitives::BlobId;
+    use weft_store::schema::{PartialBlob, PartialBlobChunk};
+    let blob_id = BlobId::from_bytes([0xb1; 32]);
+    let head = PartialBlob { blob_id };
+    assert_eq!(PartialBlob::COLUMN, Column::Generic);
+    assert_eq!(hex(&head.to_key_bytes()), format!("09{}", "b1".repeat(32)));
+    let mut scratch = Vec::new();
+    let value = <PartialBlob as AsKeyParts>::Codec::encode(&0x0102u64, &mut scratch);
+    assert_eq!(hex(value), "0201000000000000");
+    let chunk = PartialBlobChunk { blob_id, offset: 0x0102_0304 };
+    assert_eq!(PartialBlobChunk::COLUMN, Column::Generic);
+    assert_eq!(hex(&chunk.to_key_bytes()), format!("0a{}0000000001020304", "b1".repeat(32)));
+    assert_eq!(PartialBlobChunk::from_key_bytes(&chunk.to_key_bytes()).unwrap(), chunk);
+
+    // A blob's chunks scan in offset order, apart from another blob's and the size row.
+    let store = Store::<_, Column>::open(MemoryBackend::new::<Column>()).unwrap();
+    let other = BlobId::from_bytes([0xb2; 32]);
+    for offset in [512u64, 0, 256, 1 << 40] {
+        store.put(&PartialBlobChunk { blob_id, offset }, &offset.to_be_bytes()[..]).unwrap();
+        store.put(&PartialBlobChunk { blob_id: other, offset }, b"x".as_slice()).unwrap();
+    }
+    store.put(&head, &9).unwrap();
+    let rows = store.scan(PartialBlobChunk::prefix(&blob_id)).collect_all().unwrap();
+    assert_eq!(rows.iter().map(|(k, _)| k.offset).collect::<Vec<_>>(), vec![0, 256, 512, 1 << 40]);
+    assert_eq!(store.get(&head).unwrap(), Some(9));
+}

@@ -61,6 +61,7 @@ impl Corpus {
             | SyncRequest::RepairWalk { context_id, .. }
             | SyncRequest::RepairEntries { context_id, .. }
             | SyncRequest::Snapshot { context_id, .. }
+            | SyncRequest::Blob { context_id, .. }
             | SyncRequest::Sealed { context_id, .. } => *context_id.as_bytes(),
             SyncRequest::NamespaceStatus { namespace_id }
             | SyncRequest::Ops { namespace_id, .. }
@@ -221,7 +222,7 @@ impl Corpus {
             ("NoParams", json(&NoParams {})),
             ("DialParams", json(&DialParams { addr: s.a_addr.to_string() })),
             ("BlobPutParams", json(&BlobPutParams { data: "aGVsbG8gYmxvYg==".into() })),
-            ("BlobParams", json(&BlobParams { blob_id: s.blob.to_hex() })),
+            ("BlobParams", json(&BlobParams { blob_id: s.blob.to_hex(), fetch: false, context_id: None })),
             (
                 "AppInstallParams",
                 json(&AppInstallParams { name: "kv".into(), version: "1.0.0".into(), bytecode: "AGFzbQEAAAA=".into() }),

@@ -44,6 +44,11 @@ pub struct NetConfig {
     pub peer_gossip_rate: u32,
     /// Gossip messages a peer may deliver at once above that rate.
     pub peer_gossip_burst: u32,
+    /// Most bytes of a blob asked per `Blob` request when fetching one from peers
+    /// (`sync.blob_chunk_kib`; clamped to 1 ..= [`MAX_BLOB_CHUNK`](super::protocol::MAX_BLOB_CHUNK)
+    /// bytes). Each chunk received is stored before the next is asked, so a fetch cut short
+    /// resumes from the last one.
+    pub blob_chunk_bytes: u32,
 }
 
 impl Default for NetConfig {
@@ -62,6 +67,7 @@ impl Default for NetConfig {
             peer_request_burst: 2000,
             peer_gossip_rate: 5000,
             peer_gossip_burst: 10_000,
+            blob_chunk_bytes: 256 << 10,
         }
     }
 }

@@ -319,6 +319,7 @@ impl LogKind for Contexts {
                 | SyncResponse::Snapshot { .. }
                 | SyncResponse::RepairWalk { .. }
                 | SyncResponse::RepairEntries { .. }
+                | SyncResponse::Blob { .. }
         )
     }
 

@@ -1,6 +1,6 @@
 //! The task that drives the swarm. It owns the swarm and every mechanism's state (a part per
 //! file: [`Inbound`], a [`LogSync`] for contexts and one for namespaces, [`Snapshots`],
-//! [`Repairs`], [`KeyRequests`], [`DeferredDeltas`]) and runs one loop: commands from the [`Network`]
+//! [`Repairs`], [`KeyRequests`], [`DeferredDeltas`], [`BlobFetches`]) and runs one loop: commands from the [`Network`]
 //! handle first, then the anti-entropy tick, then swarm events, then a round of queued
 //! inbound work. Each tick (every `anti_entropy_interval`) and each new connection asks
 //! peers for the status of the namespaces and contexts held here — ops before deltas, since
@@ -24,10 +24,11 @@ use libp2p::request_response::{self, OutboundRequestId};
 use libp2p::swarm::SwarmEvent;
 use libp2p::{gossipsub, identify, PeerId, Swarm};
 use tokio::sync::{broadcast, mpsc};
-use weft_primitives::{ContextId, KeyId, NamespaceId};
+use weft_primitives::{BlobId, ContextId, KeyId, NamespaceId};
 use weft_store::schema::ContextLeft;
 use weft_store::{Backend, Read};
 
+use super::blobs::BlobFetches;
 use super::contexts::Contexts;
 use super::deferred::DeferredDeltas;
 use super::governance::Namespaces;
@@ -53,6 +54,7 @@ pub(super) enum Pending {
     RepairEntries(ContextId),
     Snapshot(ContextId),
     Key(KeyScope, KeyId),
+    Blob(ContextId, BlobId),
 }
 
 /// What the driver needs of a backend: the bounds its methods share, named once.
@@ -88,6 +90,8 @@ pub(super) struct Driver<B: Backend> {
     pub(super) keys: KeyRequests,
     /// Deltas waiting for the governance ops they cite.
     pub(super) deferred: DeferredDeltas,
+    /// Blobs being fetched from peers.
+    pub(super) blobs: BlobFetches,
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -118,6 +122,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             repairs: Repairs::default(),
             keys: KeyRequests::default(),
             deferred: DeferredDeltas::default(),
+            blobs: BlobFetches::default(),
         }
     }
 
@@ -200,7 +205,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             | Pending::RepairWalk(c)
             | Pending::RepairEntries(c)
             | Pending::Snapshot(c) => *c != context_id,
-            Pending::NamespaceStatus(_) | Pending::Ops(_) | Pending::Key(..) => true,
+            Pending::NamespaceStatus(_) | Pending::Ops(_) | Pending::Key(..) | Pending::Blob(..) => true,
         });
         self.deferred.forget_context(context_id);
     }
@@ -269,6 +274,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     self.contexts.in_sync.get(&context_id).map(|s| s.iter().copied().collect()).unwrap_or_default(),
                 );
             }
+            Command::FetchBlob { blob_id, contexts, max_bytes, reply } => {
+                self.fetch_blob(blob_id, contexts, max_bytes, reply)
+            }
             Command::Shutdown(_) => {}
         }
     }
@@ -289,6 +297,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.recover_keys(&connected);
         self.retry_deferred(None);
         self.snapshots.expire_idle();
+        self.retry_busy_fetches();
     }
 
     /// How many status checks (namespaces and contexts together) one anti-entropy round
@@ -394,6 +403,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.repairs.forget_peer(peer);
         self.snapshots.forget_peer(peer);
         self.forget_inbound(peer);
+        self.forget_blob_peer(peer);
         let broken: Vec<ContextId> =
             self.snapshots.receiving.iter().filter(|(_, r)| r.peer == peer).map(|(c, _)| *c).collect();
         for context_id in broken {
@@ -420,6 +430,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             Some(Pending::RepairEntries(id)) => self.answered::<Contexts>(peer, id, response, Self::on_repair_entries),
             Some(Pending::Snapshot(id)) => self.answered::<Contexts>(peer, id, response, Self::on_snapshot),
             Some(Pending::Key(scope, key_id)) => self.on_key(peer, scope, key_id, response),
+            Some(Pending::Blob(context_id, blob_id)) => self.on_blob_answer(peer, context_id, blob_id, response),
             None => {}
         }
     }
@@ -458,6 +469,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             Some(Pending::Key(scope, key_id)) => {
                 tracing::debug!(%peer, %scope, %error, "key request failed");
                 self.keys.asked.remove(&(peer, scope.key_group(), key_id));
+            }
+            Some(Pending::Blob(context_id, blob_id)) => {
+                tracing::debug!(%peer, %blob_id, %error, "blob request failed");
+                self.blob_request_failed(peer, context_id, blob_id);
             }
             None => {}
         }

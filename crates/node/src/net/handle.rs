@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use libp2p::{identity, Multiaddr, PeerId};
 use tokio::sync::{broadcast, mpsc, oneshot};
-use weft_primitives::{ContextDagDeltaValue, ContextId, NamespaceId, SecretKey, SignedOp};
+use weft_primitives::{BlobId, ContextDagDeltaValue, ContextId, NamespaceId, SecretKey, SignedOp};
 use weft_store::schema::{ContextLeft, NamespaceGovHead};
 use weft_store::{Backend, Prefix, Read};
 
+use super::blobs::BlobFetchError;
 use super::contexts::Contexts;
 use super::driver::Driver;
 use super::governance::Namespaces;
@@ -50,6 +51,9 @@ pub enum NetError {
     /// The network task has stopped.
     #[error("the network task has stopped")]
     Stopped,
+    /// A blob could not be fetched from peers.
+    #[error(transparent)]
+    Fetch(#[from] BlobFetchError),
 }
 
 /// What the handle asks of the driver (answered through the oneshot senders).
@@ -67,6 +71,12 @@ pub(super) enum Command {
     SyncTarget(ContextId, oneshot::Sender<Option<u64>>),
     NamespaceInSync(NamespaceId, oneshot::Sender<Vec<PeerId>>),
     SyncNamespaceNow(NamespaceId),
+    FetchBlob {
+        blob_id: BlobId,
+        contexts: Vec<ContextId>,
+        max_bytes: u64,
+        reply: oneshot::Sender<Result<u64, BlobFetchError>>,
+    },
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -240,6 +250,13 @@ impl Network {
     /// any peer has: how far a catch-up has to go.
     pub async fn sync_target(&self, context_id: ContextId) -> Result<Option<u64>, NetError> {
         self.ask(|tx| Command::SyncTarget(context_id, tx)).await
+    }
+
+    /// Fetches a blob this node lacks from peers (see `blobs.rs`), asking in `contexts` (ones
+    /// this node is a member of), and stores it once verified against its id; returns its
+    /// size. A blob held already is answered at once; at most `max_bytes` are accepted.
+    pub async fn fetch_blob(&self, blob_id: BlobId, contexts: Vec<ContextId>, max_bytes: u64) -> Result<u64, NetError> {
+        Ok(self.ask(|reply| Command::FetchBlob { blob_id, contexts, max_bytes, reply }).await??)
     }
 
     /// Stops the network task, closing connections.

@@ -255,6 +255,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             SyncRequest::Ops { namespace_id, heads, max } => self.serve_ops(&namespace_id, &heads, max),
             SyncRequest::Status { context_id } => self.serve_status(&context_id),
             SyncRequest::Deltas { context_id, heads, max } => self.serve_deltas(peer, context_id, &heads, max),
+            SyncRequest::Blob { context_id, blob_id, offset, max } => self.serve_blob(context_id, blob_id, offset, max),
         }
     }
 }

@@ -6,10 +6,11 @@
 //! `sealing.rs`; `keys.rs`, key recovery) and instantiated twice (`contexts.rs`,
 //! `governance.rs`). Each other mechanism lives in a file of its own, holding its part of the
 //! driver's state: per-peer inbound queues and rate limits (`inbound.rs`), deltas waiting for
-//! the ops they cite (`deferred.rs`), fresh joins by snapshot (`snapshot.rs`) and Merkle repair
-//! (`repair.rs`); the wire is [`protocol`]. What an operator sees of it, and the settings that
+//! the ops they cite (`deferred.rs`), fresh joins by snapshot (`snapshot.rs`), Merkle repair
+//! (`repair.rs`) and blobs fetched in chunks (`blobs.rs`); the wire is [`protocol`]. What an operator sees of it, and the settings that
 //! tune it, are in `docs/sync.md`.
 
+mod blobs;
 mod catch_up;
 mod config;
 mod contexts;
@@ -28,6 +29,7 @@ mod snapshot;
 mod stats;
 mod swarm;
 
+pub use blobs::BlobFetchError;
 pub use config::NetConfig;
 pub use deferred::{DEFERRED_TTL, MAX_DEFERRED_BYTES, MAX_DEFERRED_DELTAS};
 pub use events::{NetEvent, PeerInfo};

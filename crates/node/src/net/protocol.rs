@@ -14,6 +14,7 @@
 //! | `Snapshot { context, session, cursor }` | `Snapshot { session, header, page, next }` | fresh join: a snapshot of the state and the DAG served from one read view held for the session (session 0 opens one and the answer carries the [`SnapshotHeader`]); each page resumes from the cursor (see [`crate::context::SnapshotPage`]) |
 //! | `GroupKey { group, key_id, requester }` | `GroupKey { envelope }` | key recovery: a member missing one of its group's keys asks a peer; the answer is the key sealed to the requester's identity (a [`weft_primitives::KeyEnvelope`]) if the requester is a member and the peer holds the key, else `None` (one answer for every refusal) |
 //! | `NamespaceKey { namespace, key_id, requester }` | `GroupKey { envelope }` | the same for a namespace key, to a participant of the namespace |
+//! | `Blob { context, blob, offset, max }` | `Blob { total, offset, data }` | blob fetch: at most `max` (and [`MAX_BLOB_CHUNK`]) bytes of a blob from `offset`, served only for a blob a context of the asked context's group runs (its application's bytecode, or its group's target application's) and only sealed under the group's key (see `blobs.rs`) |
 //!
 //! Once a namespace has a key (a `NamespaceKeyRotated` op), its governance traffic travels
 //! sealed under the current one: ops on the namespace's topic (`Gossip::NamespaceSealed`)
@@ -26,7 +27,8 @@
 //! travels sealed under the group's current key — gossip deltas (`Gossip::Sealed`),
 //! `Status`, `Deltas`, `Snapshot` and repair responses (`SyncResponse::Sealed`) and repair
 //! requests (`SyncRequest::Sealed`) — with the kind and the context bound as associated
-//! data ([`sealing_header`]). The requests for status, deltas and snapshots (the asker's
+//! data ([`sealing_header`]); a `Blob` answer travels only sealed (a context without a key
+//! serves no blob). The requests for status, deltas, snapshots and blob chunks (the asker's
 //! heads, a cursor) stay in the clear: they go to a peer the asker syncs with.
 //!
 //! Either side answers `Unknown` for a context or namespace it does not hold, and `Busy`
@@ -43,8 +45,8 @@ use std::io;
 use borsh::{BorshDeserialize, BorshSerialize};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use weft_primitives::{
-    ContextDagDeltaValue, ContextId, DeltaId, GroupId, Hash, KeyEnvelope, KeyId, NamespaceId, OpId, PublicKey, Sealed,
-    SignedOp,
+    BlobId, ContextDagDeltaValue, ContextId, DeltaId, GroupId, Hash, KeyEnvelope, KeyId, NamespaceId, OpId, PublicKey,
+    Sealed, SignedOp,
 };
 
 use crate::context::{RepairEntry, SnapshotCursor, SnapshotHeader, SnapshotPage, WalkNode, WalkReply};
@@ -74,6 +76,10 @@ pub const REPAIR_BUDGET: usize = 4 << 20;
 /// Most entries (or DAG nodes) one `Snapshot` response carries; its bytes stay under
 /// [`REPAIR_BUDGET`] plus the header.
 pub const MAX_SNAPSHOT_ITEMS: usize = 8192;
+
+/// Most bytes of a blob one `Blob` response carries, whatever the asker's `max` (well under
+/// [`MAX_FRAME`]).
+pub const MAX_BLOB_CHUNK: u32 = 4 << 20;
 
 /// A gossip message on a context's topic.
 #[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
@@ -225,6 +231,17 @@ pub enum SyncRequest {
         /// The participant identity (in the namespace) to seal the key to.
         requester: PublicKey,
     },
+    /// A chunk of a blob, asked in the context of a context the asker is a member of.
+    Blob {
+        /// The context whose group entitles the asker to the blob (its key seals the answer).
+        context_id: ContextId,
+        /// The blob (the blake3 hash of its bytes).
+        blob_id: BlobId,
+        /// Where the chunk starts.
+        offset: u64,
+        /// Most bytes wanted (capped at [`MAX_BLOB_CHUNK`]).
+        max: u32,
+    },
 }
 
 /// A sync response.
@@ -307,6 +324,15 @@ pub enum SyncResponse {
     NamespaceSealed {
         /// The Borsh bytes of the response, sealed.
         sealed: Sealed,
+    },
+    /// A chunk of a blob (travels only inside `Sealed`).
+    Blob {
+        /// The blob's whole size, in bytes.
+        total: u64,
+        /// Where the chunk starts (the offset asked).
+        offset: u64,
+        /// The chunk: empty only at the blob's end.
+        data: Vec<u8>,
     },
 }
 
@@ -714,6 +740,29 @@ mod tests {
                 "32".repeat(32),
                 "0100000000000000"
             )
+        );
+        assert_eq!(decode::<SyncResponse>(&encode(&res).unwrap()[4..]).unwrap(), res);
+    }
+
+    #[test]
+    fn golden_blob_request_and_response() {
+        let req = SyncRequest::Blob {
+            context_id: ContextId::from_bytes([0xB1; 32]),
+            blob_id: BlobId::from_bytes([0xB2; 32]),
+            offset: 0x0102,
+            max: 0x4_0000,
+        };
+        // length 77 ‖ tag 10 ‖ context ‖ blob ‖ u64 LE offset ‖ u32 LE max
+        assert_eq!(
+            hex(&encode(&req).unwrap()),
+            format!("0000004d0a{}{}{}{}", "b1".repeat(32), "b2".repeat(32), "0201000000000000", "00000400")
+        );
+        assert_eq!(decode::<SyncRequest>(&encode(&req).unwrap()[4..]).unwrap(), req);
+        let res = SyncResponse::Blob { total: 5, offset: 2, data: b"abc".to_vec() };
+        // length 24 ‖ tag 12 ‖ u64 LE total ‖ u64 LE offset ‖ u32 LE 3 ‖ "abc"
+        assert_eq!(
+            hex(&encode(&res).unwrap()),
+            format!("000000180c{}{}03000000616263", "0500000000000000", "0200000000000000")
         );
         assert_eq!(decode::<SyncResponse>(&encode(&res).unwrap()[4..]).unwrap(), res);
     }

@@ -10,7 +10,7 @@
 //! `ops_sealed_withheld`); one that receives something it holds no key for asks for the key
 //! (`keys.rs`) and otherwise ignores it. The requests for status and pages (the asker's heads,
 //! a cursor) travel in the clear. Group-private ops are sealed under their group's key besides
-//! (at rest, by governance).
+//! (at rest, by governance). Blob chunks travel sealed only (see `blobs.rs`).
 
 use std::sync::atomic::Ordering;
 
@@ -182,6 +182,7 @@ fn request_context(request: &SyncRequest) -> Option<ContextId> {
         | SyncRequest::RepairWalk { context_id, .. }
         | SyncRequest::RepairEntries { context_id, .. }
         | SyncRequest::Snapshot { context_id, .. }
+        | SyncRequest::Blob { context_id, .. }
         | SyncRequest::Sealed { context_id, .. } => Some(*context_id),
         SyncRequest::NamespaceStatus { .. }
         | SyncRequest::Ops { .. }

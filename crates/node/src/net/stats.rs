@@ -190,6 +190,36 @@ net_stats! {
     gossip_dropped_queue => Counter "peer_inbound_dropped" { kind: "gossip", reason: "queue_full" },
     /// `Busy` answers peers gave to this node's requests.
     busy_received => Counter "sync_busy_received" "Busy answers peers gave to this node's sync requests",
+    /// Blob chunks received from peers and stored.
+    blob_chunks_fetched => Counter "blob_chunks"
+        "Blob chunks exchanged with peers, by direction: fetched (received and stored here), \
+         served (sent to a peer), refused (an answer to this node's request that was not a \
+         sealed chunk fitting what it asked)"
+        { direction: "fetched" },
+    /// Blob chunks served to peers.
+    blob_chunks_served => Counter "blob_chunks" { direction: "served" },
+    /// Answers to blob requests that were not a sealed chunk fitting what was asked.
+    blob_chunks_refused => Counter "blob_chunks" { direction: "refused" },
+    /// Bytes of blob chunks received from peers and stored.
+    blob_bytes_fetched => Counter "blob_bytes"
+        "Bytes of blob chunks exchanged with peers, by direction: fetched (received and \
+         stored here), served (sent to a peer)"
+        { direction: "fetched" },
+    /// Bytes of blob chunks served to peers.
+    blob_bytes_served => Counter "blob_bytes" { direction: "served" },
+    /// Bytes of blobs a fetch found stored by an earlier one and did not ask again.
+    blob_resumed_bytes => Counter "blob_resumed_bytes"
+        "Bytes of blobs that a fetch found stored by an earlier, interrupted one and did not ask again",
+    /// Blob fetches that ended with the blob verified and stored.
+    blob_fetches_completed => Counter "blob_fetches"
+        "Blob fetches by outcome: completed (verified against the id and stored), corrupt (a \
+         complete copy did not hash to the id: discarded, the fetch went on elsewhere), failed \
+         (no peer left to ask, too large, or a store error)"
+        { outcome: "completed" },
+    /// Complete copies of a blob that did not hash to its id (discarded).
+    blob_fetches_corrupt => Counter "blob_fetches" { outcome: "corrupt" },
+    /// Blob fetches that failed.
+    blob_fetches_failed => Counter "blob_fetches" { outcome: "failed" },
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub trait WeftApi {
     #[method(name = "blob_put", blocking)]
     fn blob_put(&self, params: BlobPutParams) -> RpcResult<StoredBlob>;
 
-    /// Reads a blob.
+    /// Reads a blob; with `fetch`, fetches it from connected peers first if this node lacks it.
     #[method(name = "blob_get", blocking)]
     fn blob_get(&self, params: BlobParams) -> RpcResult<BlobData>;
 

@@ -267,6 +267,10 @@ impl<B: Backend> WeftApiServer for Api<B> {
     fn blob_get(&self, p: BlobParams) -> RpcResult<BlobData> {
         let service = self.service()?;
         let blob_id: BlobId = parse_id("blob_id", &p.blob_id)?;
+        if p.fetch {
+            let context = p.context_id.as_deref().map(context_id).transpose()?;
+            service.blob_fetch(&blob_id, context).map_err(svc_err(&service))?;
+        }
         let data = service.blob_get(&blob_id).map_err(svc_err(&service))?;
         Ok(BlobData { data: wire::encode_base64(&data) })
     }

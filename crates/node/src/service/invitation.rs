@@ -321,7 +321,9 @@ impl<B: Backend> NodeService<B> {
 
     /// Joins a context by invitation: checks it, dials the inviter, joins the namespace's
     /// topic, waits until governance makes this node a member, then creates the context,
-    /// joins its topic and catches up (waiting up to [`SYNC_WAIT`] for a peer in sync).
+    /// joins its topic and catches up (waiting up to [`SYNC_WAIT`] for a peer in sync), and
+    /// fetches the application's bytecode from peers if this node lacks it (a join that
+    /// cannot fetch it fails; calling it again resumes the fetch).
     pub fn context_join(&self, text: &str) -> Result<JoinOutcome, ServiceError> {
         let invitation = Invitation::decode(text)?;
         invitation.check_for(&self.identity, weft_primitives::wall_clock_ms())?;
@@ -406,6 +408,8 @@ impl<B: Backend> NodeService<B> {
             (!in_sync.is_empty()).then_some(())
         })
         .is_some();
+        // The join is done once this node can run the context's application.
+        self.fetch_bytecode(&context_id)?;
         Ok(JoinOutcome { context_id, identity: self.identity, synced })
     }
 

@@ -70,6 +70,13 @@ pub struct StoredBlob {
 pub struct BlobParams {
     /// The blob id.
     pub blob_id: String,
+    /// Fetch the blob from connected peers if this node lacks it (false: only read it here).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fetch: bool,
+    /// With `fetch`, the context to ask peers in (by default every context held here): a
+    /// peer serves a blob only to members of a group one of whose contexts runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
 }
 
 /// `blob_get`'s result.
