@@ -104,6 +104,9 @@ families! {
     NamespaceGovOp => |value: weft_primitives::NamespaceGovOpValue| logged_op(&value.skeleton_bytes),
     NamespaceGovHead,
     GroupKeyEntry => |bytes: Vec<u8>| { let _key: Option<[u8; 32]> = bytes.try_into().ok(); },
+    // Appended, not in schema order, so the recorded seeds' selector bytes keep their families.
+    PartialBlob,
+    PartialBlobChunk,
 }
 
 /// The family named `name`.
