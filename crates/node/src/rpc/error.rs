@@ -15,6 +15,7 @@
 //! | -32004 | conflict | the thing to create exists already (a member, a group, a taken alias) |
 //! | -32005 | not ready | the node is starting (store not open, network not listening), busy (a full pending set), its network is not running, or the peers it needs are unreachable (`reason`: `starting`, `busy`, `network_not_running`, `unreachable`); retry later |
 //! | -32006 | expired | the invitation has expired |
+//! | -32007 | application error | an application call failed and wrote nothing: a limit (`reason`: `out_of_fuel`, `wall_time`, `memory`, `table`, `too_many_actions`, `write_bytes`, `key_too_large`, `value_too_large`, `too_many_events`, `event_too_large`; `max` the limit), the application's panic or error (`panicked`, `detail` its message), a trap (`trap`), `no_such_method`, `read_only` (a query that wrote), `out_of_bounds` (a wild pointer), `bad_argument`; or the application cannot run (`not_wasm`, `invalid_module`, `unknown_import`, `import_signature`, `no_memory`) |
 
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,8 @@ pub mod codes {
     pub const NOT_READY: i32 = -32005;
     /// The invitation has expired.
     pub const EXPIRED: i32 = -32006;
+    /// An application call failed (a limit, a panic, a trap) or its application cannot run.
+    pub const APP_ERROR: i32 = -32007;
 }
 
 /// An error object's `data`: why, for programs, and the details that apply.
@@ -68,6 +71,9 @@ pub struct ErrorData {
     /// The limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<u64>,
+    /// The application's own message (its panic or error), or the trap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
     /// When an expired invitation expired, Unix milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expired_at_ms: Option<u64>,
@@ -149,6 +155,8 @@ pub fn from_service(e: ServiceError, limits: &DeltaLimits) -> ErrorObjectOwned {
             error(codes::NOT_READY, message, Some(ErrorData::reason(reason)))
         }
         ServiceError::Invitation(e) => invitation(&e),
+        ServiceError::Call(e) => call_error(&e),
+        ServiceError::Compile(e) => compile_error(&e),
         other => error(codes::INTERNAL_ERROR, other.to_string(), None),
     }
 }
@@ -169,6 +177,43 @@ fn invitation(e: &InvitationError) -> ErrorObjectOwned {
         _ => None,
     };
     error(code, e.to_string(), Some(ErrorData { expired_at_ms, ..ErrorData::field(reason, "invitation") }))
+}
+
+fn call_error(e: &weft_runtime::CallError) -> ErrorObjectOwned {
+    use weft_runtime::CallError as E;
+    let (reason, max, detail) = match e {
+        E::NoSuchMethod { .. } => ("no_such_method", None, None),
+        E::OutOfFuel { limit } => ("out_of_fuel", Some(*limit), None),
+        E::WallTime { limit_ms } => ("wall_time", Some(*limit_ms), None),
+        E::Memory { limit_bytes } => ("memory", Some(*limit_bytes), None),
+        E::Table { limit } => ("table", Some(u64::from(*limit)), None),
+        E::TooManyActions { limit } => ("too_many_actions", Some(u64::from(*limit)), None),
+        E::WriteBytes { limit } => ("write_bytes", Some(*limit), None),
+        E::KeyTooLarge { limit, .. } => ("key_too_large", Some(u64::from(*limit)), None),
+        E::ValueTooLarge { limit, .. } => ("value_too_large", Some(u64::from(*limit)), None),
+        E::TooManyEvents { limit } => ("too_many_events", Some(u64::from(*limit)), None),
+        E::EventTooLarge { limit, .. } => ("event_too_large", Some(u64::from(*limit)), None),
+        E::ReadOnly { .. } => ("read_only", None, None),
+        E::OutOfBounds { .. } => ("out_of_bounds", None, None),
+        E::BadArgument { reason, .. } => ("bad_argument", None, Some((*reason).to_string())),
+        E::Panicked { message } => ("panicked", None, Some(message.clone())),
+        E::Trap { message } => ("trap", None, Some(message.clone())),
+        _ => ("application_error", None, None),
+    };
+    error(codes::APP_ERROR, e.to_string(), Some(ErrorData { max, detail, ..ErrorData::reason(reason) }))
+}
+
+fn compile_error(e: &weft_runtime::CompileError) -> ErrorObjectOwned {
+    use weft_runtime::CompileError as E;
+    let reason = match e {
+        E::NotWasm => "not_wasm",
+        E::InvalidModule { .. } => "invalid_module",
+        E::UnknownImport { .. } => "unknown_import",
+        E::ImportSignature { .. } => "import_signature",
+        E::NoMemory => "no_memory",
+        _ => "invalid_module",
+    };
+    error(codes::APP_ERROR, format!("the application cannot run: {e}"), Some(ErrorData::reason(reason)))
 }
 
 fn invalid_delta(invalid: &InvalidDelta, limits: &DeltaLimits) -> ErrorObjectOwned {
@@ -225,6 +270,8 @@ mod tests {
             ),
             (InvitationError::Unknown("x".into()).into(), codes::NOT_FOUND),
             (ServiceError::Internal("disk".into()), codes::INTERNAL_ERROR),
+            (ServiceError::Call(weft_runtime::CallError::OutOfFuel { limit: 1 }), codes::APP_ERROR),
+            (ServiceError::Compile(weft_runtime::CompileError::NotWasm), codes::APP_ERROR),
         ];
         for (e, code) in cases {
             assert_eq!(from_service(e, &limits).code(), code);

@@ -1,0 +1,365 @@
+//! Applications at work: `context_call` and `context_query` run a method of a context's
+//! application in the runtime (weft-runtime) and commit what it wrote as one delta; the
+//! events deltas carry reach subscribers on every node that applies them; compiled modules
+//! are persisted as the application's `compiled` blob so a restart does not recompile; and
+//! a group upgrade that names a migration runs it here, once per context.
+//!
+//! A call runs as this node's member identity in the context (the key its deltas are signed
+//! with), over an owned snapshot of the store taken when it starts, so it reads the state as
+//! of its start plus its own writes while deltas from peers go on being applied. Calls of
+//! one context run one at a time on this node (a lock per context): two overlapping calls
+//! would each read the state without the other's writes. The call's writes and events
+//! become one delta through [`NodeService::write`]'s path (authorization, root, gossip); a
+//! call that writes and emits nothing makes none; a call that fails writes nothing.
+//!
+//! Event kinds starting with [`RESERVED_EVENT_PREFIX`] are the node's (the governance
+//! position a delta cites, migration records); applications may not emit them, and they are
+//! not delivered as `app_event`s.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use weft_primitives::{
+    Action, ApplicationId, ApplicationMeta, BlobId, BlobMeta, ContextId, DeltaId, Event, Hash, PublicKey,
+};
+use weft_runtime::{Application, Call, CallError, Entry, Host, HostError, KeyRange, Limits, Outcome, Runtime};
+use weft_store::schema::{ApplicationKey, BlobKey, Column, ContextMeta, ContextPrivateState, ContextState};
+use weft_store::{Backend, OwnedSnapshot, PrefixBy, RawTail, Read};
+
+use super::{ContextEvent, NodeService, ServiceError};
+
+/// Event kinds the node reserves for itself.
+pub const RESERVED_EVENT_PREFIX: &str = "weft.";
+
+/// The runtime (made on first use, so a node that runs no application starts no ticker
+/// thread and compiles nothing) and the per-context call locks.
+pub(super) struct Apps {
+    limits: Limits,
+    runtime: Mutex<Option<Arc<Runtime>>>,
+    locks: Mutex<HashMap<ContextId, Arc<Mutex<()>>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Neither guarded value can be left half-updated by a panic.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Apps {
+    pub(super) fn new(limits: Limits) -> Self {
+        Apps { limits, runtime: Mutex::new(None), locks: Mutex::default() }
+    }
+
+    /// The runtime, started on first use.
+    pub(super) fn runtime(&self) -> Result<Arc<Runtime>, ServiceError> {
+        let mut slot = lock(&self.runtime);
+        if let Some(runtime) = slot.as_ref() {
+            return Ok(runtime.clone());
+        }
+        let runtime = Arc::new(Runtime::new(self.limits.clone()).map_err(|e| ServiceError::Internal(Box::new(e)))?);
+        *slot = Some(runtime.clone());
+        Ok(runtime)
+    }
+
+    /// The runtime if it was started.
+    pub(super) fn started(&self) -> Option<Arc<Runtime>> {
+        lock(&self.runtime).clone()
+    }
+
+    /// The lock calls of `context_id` take.
+    fn context_lock(&self, context_id: &ContextId) -> Arc<Mutex<()>> {
+        lock(&self.locks).entry(*context_id).or_default().clone()
+    }
+}
+
+/// What a successful `context_call` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallOutcome {
+    /// The bytes the method returned (JSON, for methods written with the SDK).
+    pub result: Vec<u8>,
+    /// The delta its writes and events became (none if it wrote and emitted nothing).
+    pub delta_id: Option<DeltaId>,
+    /// The context's root after the call.
+    pub root_hash: Hash,
+    /// The events it emitted, in order.
+    pub events: Vec<Event>,
+    /// Fuel it used.
+    pub fuel_used: u64,
+}
+
+/// The node's side of a call: the context's state, private state and blobs as of one owned
+/// snapshot.
+struct StoreHost<B: Backend> {
+    snapshot: OwnedSnapshot<B, Column>,
+    context_id: ContextId,
+}
+
+fn host_error(e: weft_store::StoreError) -> HostError {
+    HostError(Box::new(e))
+}
+
+impl<B: Backend> StoreHost<B> {
+    fn state_key(&self, key: &[u8]) -> ContextState {
+        ContextState { context_id: self.context_id, app_key: RawTail(key.to_vec()) }
+    }
+}
+
+/// The context id after `id` (as a 256-bit number), if any: the first key past all of
+/// `id`'s rows in a column keyed by context id first.
+fn next_context(id: &ContextId) -> Option<ContextId> {
+    let mut bytes = *id.as_bytes();
+    for byte in bytes.iter_mut().rev() {
+        if *byte == 0xff {
+            *byte = 0;
+        } else {
+            *byte += 1;
+            return Some(ContextId::from_bytes(bytes));
+        }
+    }
+    None
+}
+
+impl<B: Backend> Host for StoreHost<B> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, HostError> {
+        self.snapshot.get(&self.state_key(key)).map_err(host_error)
+    }
+
+    fn range(
+        &mut self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<Entry>, HostError> {
+        let bounds = KeyRange { lower: lower.map(<[u8]>::to_vec), upper: upper.map(<[u8]>::to_vec) };
+        let start = match lower {
+            Bound::Included(k) | Bound::Excluded(k) => k,
+            Bound::Unbounded => &[],
+        };
+        let end = match upper {
+            Bound::Excluded(u) => Some(self.state_key(u)),
+            Bound::Included(u) => Some(self.state_key(&[u, &[0]].concat())),
+            Bound::Unbounded => next_context(&self.context_id)
+                .map(|next| ContextState { context_id: next, app_key: RawTail(Vec::new()) }),
+        };
+        let scan = match &end {
+            Some(end) => self.snapshot.scan_range(&self.state_key(start), end),
+            // Only for the context id of all 0xff bytes: scan the whole context, filter below.
+            None => self.snapshot.scan(ContextState::prefix(&self.context_id)),
+        };
+        let mut entries = Vec::new();
+        // The scan's bounds are inclusive at `start`; the filter drops an excluded start.
+        for row in scan.reversed(reverse).iter().map_err(host_error)? {
+            let (key, value) = row.map_err(host_error)?;
+            if bounds.contains(&key.app_key.0) {
+                entries.push((key.app_key.0, value));
+                if entries.len() == limit {
+                    break;
+                }
+            }
+        }
+        Ok(entries)
+    }
+
+    fn private_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, HostError> {
+        self.snapshot
+            .get(&ContextPrivateState { context_id: self.context_id, app_key: RawTail(key.to_vec()) })
+            .map_err(host_error)
+    }
+
+    fn blob(&mut self, id: &BlobId) -> Result<Option<Vec<u8>>, HostError> {
+        self.snapshot.get(&BlobKey { blob_id: *id }).map_err(host_error)
+    }
+}
+
+impl<B: Backend> NodeService<B> {
+    /// Runs `method` of the context's application with `args` as this node's member
+    /// identity, and commits its writes and events as one delta (none if it made none).
+    /// `accept` sees the outcome before anything is written and may refuse it (the RPC layer
+    /// refuses a result it could not send). A call that fails writes nothing.
+    pub fn context_call(
+        &self,
+        context_id: &ContextId,
+        method: &str,
+        args: &[u8],
+        accept: impl FnOnce(&Outcome) -> Result<(), ServiceError>,
+    ) -> Result<CallOutcome, ServiceError> {
+        if self.has_left(context_id)? {
+            return Err(ServiceError::Forbidden(format!(
+                "this node left context {context_id}; join it again (context_join) to call its application"
+            )));
+        }
+        let app = self.context_application(context_id)?;
+        let executor = self.writer_key(context_id)?.public_key();
+        let runtime = self.apps.runtime()?;
+        let call_lock = self.apps.context_lock(context_id);
+        let _serial = lock(&call_lock);
+        let host = StoreHost { snapshot: self.engine.shared_store().owned_snapshot(), context_id: *context_id };
+        let call = Call::new(method, args, *context_id, executor, weft_primitives::wall_clock_ms());
+        let outcome = runtime.call(&app, host, &call).map_err(ServiceError::from)?;
+        check_event_kinds(&outcome.events)?;
+        accept(&outcome)?;
+        self.commit_outcome(context_id, outcome)
+    }
+
+    /// Runs `method` read-only against a snapshot: its result. Any write or event fails it.
+    pub fn context_query(&self, context_id: &ContextId, method: &str, args: &[u8]) -> Result<Vec<u8>, ServiceError> {
+        let app = self.context_application(context_id)?;
+        let executor = self.writer_key(context_id)?.public_key();
+        let runtime = self.apps.runtime()?;
+        let host = StoreHost { snapshot: self.engine.shared_store().owned_snapshot(), context_id: *context_id };
+        let call = Call::new(method, args, *context_id, executor, weft_primitives::wall_clock_ms());
+        Ok(runtime.query(&app, host, &call).map_err(ServiceError::from)?.result)
+    }
+
+    /// The application runtime's counters, once it has started.
+    pub fn runtime_stats(&self) -> Option<weft_runtime::RuntimeStats> {
+        self.apps.started().map(|r| r.stats())
+    }
+
+    /// Commits a successful call: its writes and events as one delta, then its private
+    /// writes.
+    fn commit_outcome(&self, context_id: &ContextId, outcome: Outcome) -> Result<CallOutcome, ServiceError> {
+        let delta_id = if outcome.makes_delta() {
+            Some(self.commit(context_id, outcome.actions, outcome.events.clone())?.0)
+        } else {
+            None
+        };
+        if !outcome.private.is_empty() {
+            let mut batch = self.store().batch();
+            for action in &outcome.private {
+                let key = ContextPrivateState { context_id: *context_id, app_key: RawTail(action.key().to_vec()) };
+                match action {
+                    Action::Put { value, .. } => batch.put(&key, value),
+                    Action::Delete { .. } => batch.delete(&key),
+                }
+            }
+            self.store().write(batch)?;
+        }
+        Ok(CallOutcome {
+            result: outcome.result,
+            delta_id,
+            root_hash: self.engine.view(context_id)?.root_hash,
+            events: outcome.events,
+            fuel_used: outcome.fuel_used,
+        })
+    }
+
+    /// The compiled application the context runs.
+    fn context_application(&self, context_id: &ContextId) -> Result<Application, ServiceError> {
+        let meta = self
+            .store()
+            .get(&ContextMeta { context_id: *context_id })?
+            .ok_or_else(|| ServiceError::NotFound { what: "context", id: context_id.to_hex() })?;
+        if meta.application.application_id == ApplicationId::default() {
+            return Err(ServiceError::BadInput(format!("context {context_id} runs no application")));
+        }
+        self.compiled(&meta.application)
+    }
+
+    /// Application `meta` compiled: from the runtime's cache, else from its persisted
+    /// artifact, else compiled from its bytecode (and the artifact persisted).
+    pub(super) fn compiled(&self, meta: &ApplicationMeta) -> Result<Application, ServiceError> {
+        let runtime = self.apps.runtime()?;
+        let id = meta.application_id;
+        if let Some(app) = runtime.application(&id) {
+            return Ok(app);
+        }
+        // The Application row is the one `compiled` is recorded in (a context's copy of the
+        // metadata is as of its creation or upgrade).
+        let meta = self.store().get(&ApplicationKey { application_id: id })?.unwrap_or_else(|| meta.clone());
+        if meta.compiled.size > 0 {
+            if let Some(artifact) = self.store().get(&BlobKey { blob_id: meta.compiled.blob_id })? {
+                match runtime.load_artifact(id, &meta.bytecode.hash, &artifact) {
+                    Ok(app) => {
+                        tracing::debug!(application = %id, "application loaded from its compiled artifact");
+                        return Ok(app);
+                    }
+                    Err(e) => tracing::info!(application = %id, reason = %e, "recompiling the application"),
+                }
+            }
+        }
+        let bytecode = self.store().get(&BlobKey { blob_id: meta.bytecode.blob_id })?.ok_or_else(|| {
+            ServiceError::NotFound { what: "application bytecode", id: meta.bytecode.blob_id.to_hex() }
+        })?;
+        let started = std::time::Instant::now();
+        let app = runtime.compile(id, &bytecode)?;
+        tracing::info!(application = %id, elapsed = ?started.elapsed(), "application compiled");
+        match runtime.artifact(&app) {
+            Ok(artifact) => {
+                if let Err(e) = self.persist_artifact(&id, &artifact) {
+                    tracing::warn!(application = %id, error = %e, "cannot persist the compiled artifact");
+                }
+            }
+            Err(e) => tracing::warn!(application = %id, error = %e, "cannot serialize the compiled application"),
+        }
+        Ok(app)
+    }
+
+    /// Stores `artifact` as a blob and records it as the application's `compiled` blob.
+    fn persist_artifact(&self, id: &ApplicationId, artifact: &[u8]) -> Result<(), ServiceError> {
+        let key = ApplicationKey { application_id: *id };
+        let Some(meta) = self.store().get(&key)? else { return Ok(()) };
+        let hash = Hash::digest(artifact);
+        let blob_id = BlobId::from_bytes(*hash.as_bytes());
+        let size = u64::try_from(artifact.len()).unwrap_or(u64::MAX);
+        let mut updated = meta.clone();
+        updated.compiled = BlobMeta { blob_id, size, hash };
+        let mut batch = self.store().batch();
+        batch.put(&BlobKey { blob_id }, artifact);
+        // Unless someone else recorded an artifact meanwhile.
+        batch.require_value(&key, &meta);
+        batch.put(&key, &updated);
+        match self.store().write(batch) {
+            Ok(()) | Err(weft_store::StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// What the service does with a delta once it is applied here (written or received):
+    /// sends subscribers its application events.
+    pub(super) fn delta_applied(
+        &self,
+        context_id: &ContextId,
+        delta_id: &DeltaId,
+        author: &PublicKey,
+        events: &[Event],
+    ) {
+        for event in events.iter().filter(|e| !e.kind.starts_with(RESERVED_EVENT_PREFIX)) {
+            self.emit(ContextEvent::AppEvent {
+                context_id: *context_id,
+                delta_id: *delta_id,
+                author: *author,
+                kind: event.kind.clone(),
+                data: event.data.clone(),
+            });
+        }
+    }
+}
+
+/// Refuses events whose kind the node reserves.
+fn check_event_kinds(events: &[Event]) -> Result<(), ServiceError> {
+    if events.iter().any(|e| e.kind.starts_with(RESERVED_EVENT_PREFIX)) {
+        return Err(ServiceError::Call(CallError::BadArgument {
+            import: "emit",
+            reason: "event kinds starting with `weft.` are reserved for the node",
+        }));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_context_carries() {
+        let mut bytes = [0u8; 32];
+        bytes[31] = 0xff;
+        bytes[30] = 7;
+        let mut expected = [0u8; 32];
+        expected[30] = 8;
+        assert_eq!(next_context(&ContextId::from_bytes(bytes)), Some(ContextId::from_bytes(expected)));
+        assert_eq!(next_context(&ContextId::from_bytes([0xff; 32])), None);
+    }
+}
