@@ -388,14 +388,19 @@ impl<B: Backend> WeftApiServer for Api<B> {
 
     fn group_upgrade_status(&self, p: GroupParams) -> RpcResult<UpgradeStatus> {
         let service = self.service()?;
-        let upgrade = service.group_upgrade(&group_id("group_id", &p.group_id)?).map_err(svc_err(&service))?;
+        let group = group_id("group_id", &p.group_id)?;
+        let upgrade = service.group_upgrade(&group).map_err(svc_err(&service))?;
         let status = |status, completed_at| UpgradeStatus { status, total: 0, completed: 0, failed: 0, completed_at };
         Ok(match upgrade.map(|u| u.status) {
             None => status(UpgradeState::None, None),
             Some(GroupUpgradeStatus::InProgress { total, completed, failed }) => {
                 UpgradeStatus { total, completed, failed, ..status(UpgradeState::InProgress, None) }
             }
-            Some(GroupUpgradeStatus::Completed { completed_at }) => status(UpgradeState::Completed, Some(completed_at)),
+            // The record keeps no counters once every context moved or failed: count them.
+            Some(GroupUpgradeStatus::Completed { completed_at }) => {
+                let (total, completed, failed) = service.upgrade_counts(&group).map_err(svc_err(&service))?;
+                UpgradeStatus { total, completed, failed, ..status(UpgradeState::Completed, Some(completed_at)) }
+            }
         })
     }
 

@@ -20,8 +20,10 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use borsh::{BorshDeserialize, BorshSerialize};
 use weft_primitives::{
-    Action, ApplicationId, ApplicationMeta, BlobId, BlobMeta, ContextId, DeltaId, Event, Hash, PublicKey,
+    Action, ApplicationId, ApplicationMeta, BlobId, BlobMeta, ContextId, DeltaId, Event,
+    GroupContextLastMigrationValue, GroupId, Hash, PublicKey,
 };
 use weft_runtime::{Application, Call, CallError, Entry, Host, HostError, KeyRange, Limits, Outcome, Runtime};
 use weft_store::schema::{ApplicationKey, BlobKey, Column, ContextMeta, ContextPrivateState, ContextState};
@@ -38,6 +40,8 @@ pub(super) struct Apps {
     limits: Limits,
     runtime: Mutex<Option<Arc<Runtime>>>,
     locks: Mutex<HashMap<ContextId, Arc<Mutex<()>>>>,
+    /// Serializes carrying out upgrades' migrations (so each runs once per context).
+    migrating: Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -47,7 +51,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Apps {
     pub(super) fn new(limits: Limits) -> Self {
-        Apps { limits, runtime: Mutex::new(None), locks: Mutex::default() }
+        Apps { limits, runtime: Mutex::new(None), locks: Mutex::default(), migrating: Mutex::new(()) }
     }
 
     /// The runtime, started on first use.
@@ -317,7 +321,8 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// What the service does with a delta once it is applied here (written or received):
-    /// sends subscribers its application events.
+    /// records the migration it reports, if any, and sends subscribers its application
+    /// events.
     pub(super) fn delta_applied(
         &self,
         context_id: &ContextId,
@@ -325,6 +330,11 @@ impl<B: Backend> NodeService<B> {
         author: &PublicKey,
         events: &[Event],
     ) {
+        for marker in events.iter().filter(|e| e.kind == MIGRATION_EVENT) {
+            if let Err(e) = self.migration_applied(context_id, author, &marker.data) {
+                tracing::warn!(%context_id, %delta_id, error = %e, "cannot record a migration");
+            }
+        }
         for event in events.iter().filter(|e| !e.kind.starts_with(RESERVED_EVENT_PREFIX)) {
             self.emit(ContextEvent::AppEvent {
                 context_id: *context_id,
@@ -335,6 +345,203 @@ impl<B: Backend> NodeService<B> {
             });
         }
     }
+}
+
+/// The event kind of a migration's record in its delta.
+const MIGRATION_EVENT: &str = "weft.migration";
+
+/// What a migration's delta says (event [`MIGRATION_EVENT`], Borsh): which upgrade's
+/// migration ran on the context, and whether it failed.
+#[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
+struct MigrationRecord {
+    group_id: GroupId,
+    to_application: ApplicationId,
+    method: String,
+    /// Why it failed (`None`: its writes are the delta's actions).
+    error: Option<String>,
+}
+
+impl<B: Backend> NodeService<B> {
+    /// Carries out the group's upgrade that names migration `method`, on this node (the one
+    /// that started it): for each of the group's contexts held here that does not run the
+    /// target and has no record of this migration yet, runs `method` of the target
+    /// application once against the context's state (as this node's member identity) and
+    /// commits its writes, events and a [`MigrationRecord`] as one delta. Every node that
+    /// applies the delta (this one first) records the outcome and moves the context. A
+    /// migration that fails (a trap, a limit, an application that cannot run) is committed as
+    /// a record of the failure alone: the context stays on its application everywhere.
+    pub(super) fn run_migrations(&self, group_id: &GroupId, target: &ApplicationId, method: &str) {
+        let _serial = lock(&self.apps.migrating);
+        let contexts = match self.governed_group(group_id) {
+            Ok(Some(group)) => group.contexts,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(%group_id, error = %e, "cannot list the group's contexts to migrate them");
+                return;
+            }
+        };
+        let application = match self.store().get(&ApplicationKey { application_id: *target }) {
+            Ok(application) => application,
+            Err(e) => {
+                tracing::warn!(%group_id, error = %e, "cannot read the upgrade's application");
+                return;
+            }
+        };
+        for context_id in &contexts {
+            match self.needs_migration(group_id, context_id, target) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(%group_id, %context_id, error = %e, "cannot tell whether the context migrated");
+                    continue;
+                }
+            }
+            let record = |error| MigrationRecord {
+                group_id: *group_id,
+                to_application: *target,
+                method: method.to_owned(),
+                error,
+            };
+            let ran = match &application {
+                Some(application) => self.run_migration(context_id, application, method),
+                None => Err(ServiceError::NotFound { what: "application", id: target.to_hex() }),
+            };
+            let committed = match ran {
+                Ok(outcome) => {
+                    let mut events = outcome.events;
+                    events.push(migration_event(&record(None)));
+                    self.commit(context_id, outcome.actions, events).map(|_| ())
+                }
+                Err(e) => {
+                    tracing::warn!(%group_id, %context_id, method, error = %e, "migration failed");
+                    self.commit(context_id, Vec::new(), vec![migration_event(&record(Some(e.to_string())))]).map(|_| ())
+                }
+            };
+            if let Err(e) = committed {
+                tracing::warn!(%group_id, %context_id, error = %e, "cannot commit the migration");
+                self.record_failed_migration(group_id, context_id, target, method, e.to_string());
+            }
+        }
+    }
+
+    /// Runs migration `method` of `application` on the context: its outcome (nothing
+    /// written yet).
+    fn run_migration(
+        &self,
+        context_id: &ContextId,
+        application: &ApplicationMeta,
+        method: &str,
+    ) -> Result<Outcome, ServiceError> {
+        let app = self.compiled(application)?;
+        let executor = self.writer_key(context_id)?.public_key();
+        let runtime = self.apps.runtime()?;
+        let call_lock = self.apps.context_lock(context_id);
+        let _serial = lock(&call_lock);
+        let host = StoreHost { snapshot: self.engine.shared_store().owned_snapshot(), context_id: *context_id };
+        let call = Call::new(method, b"", *context_id, executor, weft_primitives::wall_clock_ms());
+        let outcome = runtime.call(&app, host, &call)?;
+        check_event_kinds(&outcome.events)?;
+        Ok(outcome)
+    }
+
+    /// Whether the context is held here, does not run `target` and has no record of a move
+    /// to it.
+    fn needs_migration(
+        &self,
+        group_id: &GroupId,
+        context_id: &ContextId,
+        target: &ApplicationId,
+    ) -> Result<bool, ServiceError> {
+        let Some(meta) = self.store().get(&ContextMeta { context_id: *context_id })? else { return Ok(false) };
+        if meta.application.application_id == *target {
+            return Ok(false);
+        }
+        let last = self.governance.last_migration(group_id, context_id)?;
+        Ok(!last.is_some_and(|r| r.to_application == *target))
+    }
+
+    fn record_failed_migration(
+        &self,
+        group_id: &GroupId,
+        context_id: &ContextId,
+        target: &ApplicationId,
+        method: &str,
+        error: String,
+    ) {
+        let from = match self.store().get(&ContextMeta { context_id: *context_id }) {
+            Ok(Some(meta)) => meta.application.application_id,
+            _ => return,
+        };
+        let record = GroupContextLastMigrationValue {
+            from_application: from,
+            to_application: *target,
+            method: Some(method.to_owned()),
+            migrated_at_ms: weft_primitives::wall_clock_ms(),
+            error: Some(error),
+        };
+        if let Err(e) = self.engine.exclusive(|| self.governance.record_migration(group_id, context_id, &record, None))
+        {
+            tracing::warn!(%group_id, %context_id, error = %e, "cannot record a failed migration");
+        }
+    }
+
+    /// Records the migration a delta applied here reports, if it is the one the context's
+    /// group's upgrade names and its author started that upgrade; moves the context to the
+    /// upgrade's application when it succeeded (and that application is installed here).
+    fn migration_applied(&self, context_id: &ContextId, author: &PublicKey, data: &[u8]) -> Result<(), ServiceError> {
+        let Ok(marker) = borsh::from_slice::<MigrationRecord>(data) else {
+            return Err(ServiceError::BadInput("a migration record that does not decode".into()));
+        };
+        if self.governance.group_of_context(context_id)? != Some(marker.group_id) {
+            return Err(ServiceError::Forbidden("a migration record for another group".into()));
+        }
+        let Some(group) = self.governed_group(&marker.group_id)? else { return Ok(()) };
+        let Some(upgrade) = &group.upgrade else {
+            return Err(ServiceError::Forbidden("a migration record for a group without an upgrade".into()));
+        };
+        if group.meta.target_application_id != marker.to_application
+            || upgrade.migration.as_deref() != Some(&marker.method)
+            || upgrade.initiated_by != *author
+        {
+            // An older upgrade's record, or one its author had no say in: nothing to do.
+            return Ok(());
+        }
+        let Some(meta) = self.store().get(&ContextMeta { context_id: *context_id })? else { return Ok(()) };
+        let installed = self.store().get(&ApplicationKey { application_id: marker.to_application })?;
+        let error = match (&marker.error, &installed) {
+            (Some(error), _) => Some(format!("migration `{}` failed: {error}", marker.method)),
+            (None, None) => Some(format!("application {} is not installed on this node", marker.to_application)),
+            (None, Some(_)) => None,
+        };
+        let record = GroupContextLastMigrationValue {
+            from_application: meta.application.application_id,
+            to_application: marker.to_application,
+            method: Some(marker.method.clone()),
+            migrated_at_ms: weft_primitives::wall_clock_ms(),
+            error,
+        };
+        let application = if record.error.is_none() { installed.as_ref() } else { None };
+        self.engine
+            .exclusive(|| self.governance.record_migration(&marker.group_id, context_id, &record, application))?;
+        match &record.error {
+            None => {
+                tracing::info!(%context_id, to = %marker.to_application, method = %marker.method, "context migrated")
+            }
+            Some(error) => tracing::warn!(%context_id, %error, "context not migrated"),
+        }
+        Ok(())
+    }
+
+    /// The group's state in its namespace's current fold, if it exists.
+    fn governed_group(&self, group_id: &GroupId) -> Result<Option<crate::governance::GroupState>, ServiceError> {
+        let namespace_id = self.governance.namespace_of(group_id)?;
+        Ok(self.governance.state(&namespace_id)?.group(group_id).cloned())
+    }
+}
+
+fn migration_event(record: &MigrationRecord) -> Event {
+    // Serializing into a Vec cannot fail.
+    Event { kind: MIGRATION_EVENT.to_owned(), data: borsh::to_vec(record).unwrap_or_default() }
 }
 
 /// Refuses events whose kind the node reserves.

@@ -104,6 +104,78 @@ impl<B: Backend> Governance<B> {
         Ok(written)
     }
 
+    /// Records what a migration of one of the group's contexts did (0x2B) with this node's
+    /// progress (0x24), and moves the context to `application` when given, in one batch.
+    /// For upgrades that name a migration: the migration's delta says whether it ran, and
+    /// each node applying it records it here (see the service's `apps`). A context this node
+    /// does not hold, or a group without an upgrade, records nothing.
+    pub fn record_migration(
+        &self,
+        group_id: &GroupId,
+        context_id: &ContextId,
+        record: &GroupContextLastMigrationValue,
+        application: Option<&ApplicationMeta>,
+    ) -> Result<(), GovernanceError> {
+        let _serial = lock(&self.migrations);
+        let namespace_id = self.namespace_of(group_id)?;
+        let Some((upgrade, target, contexts)) = self.with_loaded(&namespace_id, |l| {
+            l.folded.state.group(group_id).and_then(|g| {
+                let u = g.upgrade.clone()?;
+                Some((u, g.meta.target_application_id, g.contexts.iter().copied().collect::<Vec<_>>()))
+            })
+        })?
+        else {
+            return Ok(());
+        };
+        for attempt in 0.. {
+            let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { return Ok(()) };
+            let mut batch = self.store.batch();
+            if let Some(application) = application.filter(|a| a.application_id != meta.application.application_id) {
+                let mut moved = meta.clone();
+                moved.application = application.clone();
+                batch.require_value(&ContextMeta { context_id: *context_id }, &meta);
+                batch.put(&ContextMeta { context_id: *context_id }, &moved);
+            }
+            batch.put(&GroupContextLastMigration { group_id: *group_id, context_id: *context_id }, record);
+            let progressed = self.progress(*group_id, &upgrade, target, &contexts, Some((*context_id, record)))?;
+            batch.put(&GroupUpgradeKey { group_id: *group_id }, &progressed);
+            match self.store.write(batch) {
+                Ok(()) => return Ok(()),
+                Err(StoreError::Conflict { .. }) if attempt < MIGRATION_RETRIES => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// This node's counts for the group's latest upgrade, whatever its status: of the group's
+    /// contexts held here (`total`), those running the target (`completed`) and those whose
+    /// last move to it failed (`failed`).
+    pub fn upgrade_counts(&self, group_id: &GroupId) -> Result<(u64, u64, u64), GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        let Some((target, contexts)) = self.with_loaded(&namespace_id, |l| {
+            l.folded.state.group(group_id).map(|g| (g.meta.target_application_id, g.contexts.clone()))
+        })?
+        else {
+            return Ok((0, 0, 0));
+        };
+        let (mut total, mut completed, mut failed) = (0, 0, 0);
+        for context_id in contexts {
+            let Some(meta) = self.store.get(&ContextMeta { context_id })? else { continue };
+            total += 1;
+            if meta.application.application_id == target {
+                completed += 1;
+            } else if self
+                .store
+                .get(&GroupContextLastMigration { group_id: *group_id, context_id })?
+                .is_some_and(|r| r.to_application == target && r.error.is_some())
+            {
+                failed += 1;
+            }
+        }
+        Ok((total, completed, failed))
+    }
+
     /// The last migration recorded for a context of a group on this node.
     pub fn last_migration(
         &self,
