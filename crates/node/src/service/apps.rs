@@ -457,7 +457,7 @@ impl<B: Backend> NodeService<B> {
             return Ok(false);
         }
         let last = self.governance.last_migration(group_id, context_id)?;
-        Ok(!last.is_some_and(|r| r.to_application == *target))
+        Ok(last.is_none_or(|r| r.to_application != *target))
     }
 
     fn record_failed_migration(
