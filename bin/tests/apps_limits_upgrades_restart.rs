@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{eventually, http, init, init_with, Node};
+use common::{eventually, http, init, invite_and_join, three_nodes, Node};
 use serde_json::{json, Value};
 
 fn b64(bytes: &[u8]) -> String {
@@ -126,14 +126,7 @@ fn every_limit_is_a_typed_error_that_writes_nothing_and_the_node_keeps_serving()
 #[test]
 fn an_upgrade_migrates_every_context_once_and_a_trapping_migration_is_recorded_as_failed() {
     let dir = tempfile::tempdir().unwrap();
-    let homes: Vec<_> = ["a", "b", "c"].iter().map(|n| dir.path().join(n)).collect();
-    init(&homes[0]);
-    let a = Node::start(&homes[0]);
-    let a_p2p = a.p2p_addr();
-    init_with(&homes[1], &[&a_p2p]);
-    init_with(&homes[2], &[&a_p2p]);
-    let b = Node::start(&homes[1]);
-    let c = Node::start(&homes[2]);
+    let [a, b, c] = three_nodes(dir.path());
     let nodes = [&a, &b, &c];
     // A third version whose migration traps.
     let trapping = wat::parse_str(
@@ -151,9 +144,7 @@ fn an_upgrade_migrates_every_context_once_and_a_trapping_migration_is_recorded_a
     let ctx = created["context_id"].as_str().unwrap().to_string();
     let group = created["group_id"].as_str().unwrap().to_string();
     for joiner in [&b, &c] {
-        let identity = joiner.ok("node_info", json!({}))["identity"].clone();
-        let invited = a.ok("context_invite", json!({ "context_id": ctx, "invitee": identity }));
-        joiner.ok("context_join", json!({ "invitation": invited["invitation"] }));
+        invite_and_join(&a, joiner, &ctx);
     }
     for (node, text) in nodes.iter().zip(["from a", "from b", "from c"]) {
         let r = call(node, &ctx, "post", json!({ "text": text }));

@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use common::{eventually, init, init_with, watch_json, Node};
+use common::{eventually, invite_and_join, three_nodes, watch_json, Node};
 use serde_json::{json, Value};
 
 fn b64(bytes: &[u8]) -> String {
@@ -31,14 +31,7 @@ fn status(node: &Node, ctx: &str) -> Value {
 fn calls_on_three_nodes_converge_and_their_events_reach_every_node() {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let homes: Vec<_> = ["a", "b", "c"].iter().map(|n| dir.path().join(n)).collect();
-    init(&homes[0]);
-    let a = Node::start(&homes[0]);
-    let a_p2p = a.p2p_addr();
-    init_with(&homes[1], &[&a_p2p]);
-    init_with(&homes[2], &[&a_p2p]);
-    let b = Node::start(&homes[1]);
-    let c = Node::start(&homes[2]);
+    let [a, b, c] = three_nodes(dir.path());
     let nodes = [&a, &b, &c];
 
     // Every node has the application installed (the same bytes give the same id).
@@ -49,9 +42,7 @@ fn calls_on_three_nodes_converge_and_their_events_reach_every_node() {
     let created = a.ok("context_create", json!({ "application_id": app }));
     let ctx = created["context_id"].as_str().unwrap().to_string();
     for joiner in [&b, &c] {
-        let identity = joiner.ok("node_info", json!({}))["identity"].clone();
-        let invited = a.ok("context_invite", json!({ "context_id": ctx, "invitee": identity }));
-        joiner.ok("context_join", json!({ "invitation": invited["invitation"] }));
+        invite_and_join(&a, joiner, &ctx);
     }
     let watchers: Vec<_> = nodes.iter().map(|n| watch_json(&n.home, &["context", "watch", &ctx])).collect();
     // A call that writes nothing makes no delta.

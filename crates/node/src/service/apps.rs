@@ -194,14 +194,9 @@ impl<B: Backend> NodeService<B> {
             )));
         }
         let app = self.context_application(context_id)?;
-        let executor = self.writer_key(context_id)?.public_key();
-        let runtime = self.apps.runtime()?;
         let call_lock = self.apps.context_lock(context_id);
         let _serial = lock(&call_lock);
-        let host = StoreHost { snapshot: self.engine.shared_store().owned_snapshot(), context_id: *context_id };
-        let call = Call::new(method, args, *context_id, executor, weft_primitives::wall_clock_ms());
-        let outcome = runtime.call(&app, host, &call).map_err(ServiceError::from)?;
-        check_event_kinds(&outcome.events)?;
+        let outcome = self.run_method(context_id, &app, method, args, false)?;
         accept(&outcome)?;
         self.commit_outcome(context_id, outcome)
     }
@@ -209,11 +204,26 @@ impl<B: Backend> NodeService<B> {
     /// Runs `method` read-only against a snapshot: its result. Any write or event fails it.
     pub fn context_query(&self, context_id: &ContextId, method: &str, args: &[u8]) -> Result<Vec<u8>, ServiceError> {
         let app = self.context_application(context_id)?;
+        Ok(self.run_method(context_id, &app, method, args, true)?.result)
+    }
+
+    /// Runs `method` of `app` with `args` on the context as this node's member identity,
+    /// over a snapshot taken now (read-only for a query): its outcome, nothing written yet.
+    fn run_method(
+        &self,
+        context_id: &ContextId,
+        app: &Application,
+        method: &str,
+        args: &[u8],
+        read_only: bool,
+    ) -> Result<Outcome, ServiceError> {
         let executor = self.writer_key(context_id)?.public_key();
         let runtime = self.apps.runtime()?;
         let host = StoreHost { snapshot: self.engine.shared_store().owned_snapshot(), context_id: *context_id };
         let call = Call::new(method, args, *context_id, executor, weft_primitives::wall_clock_ms());
-        Ok(runtime.query(&app, host, &call).map_err(ServiceError::from)?.result)
+        let outcome = if read_only { runtime.query(app, host, &call) } else { runtime.call(app, host, &call) }?;
+        check_event_kinds(&outcome.events)?;
+        Ok(outcome)
     }
 
     /// The application runtime's counters, once it has started.
@@ -402,8 +412,13 @@ impl<B: Backend> NodeService<B> {
                 method: method.to_owned(),
                 error,
             };
+            // Calls of the context wait until the migration is committed.
+            let call_lock = self.apps.context_lock(context_id);
+            let _serial = lock(&call_lock);
             let ran = match &application {
-                Some(application) => self.run_migration(context_id, application, method),
+                Some(application) => {
+                    self.compiled(application).and_then(|app| self.run_method(context_id, &app, method, b"", false))
+                }
                 None => Err(ServiceError::NotFound { what: "application", id: target.to_hex() }),
             };
             let committed = match ran {
@@ -422,26 +437,6 @@ impl<B: Backend> NodeService<B> {
                 self.record_failed_migration(group_id, context_id, target, method, e.to_string());
             }
         }
-    }
-
-    /// Runs migration `method` of `application` on the context: its outcome (nothing
-    /// written yet).
-    fn run_migration(
-        &self,
-        context_id: &ContextId,
-        application: &ApplicationMeta,
-        method: &str,
-    ) -> Result<Outcome, ServiceError> {
-        let app = self.compiled(application)?;
-        let executor = self.writer_key(context_id)?.public_key();
-        let runtime = self.apps.runtime()?;
-        let call_lock = self.apps.context_lock(context_id);
-        let _serial = lock(&call_lock);
-        let host = StoreHost { snapshot: self.engine.shared_store().owned_snapshot(), context_id: *context_id };
-        let call = Call::new(method, b"", *context_id, executor, weft_primitives::wall_clock_ms());
-        let outcome = runtime.call(&app, host, &call)?;
-        check_event_kinds(&outcome.events)?;
-        Ok(outcome)
     }
 
     /// Whether the context is held here, does not run `target` and has no record of a move

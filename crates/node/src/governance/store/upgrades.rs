@@ -29,16 +29,7 @@ impl<B: Backend> Governance<B> {
         installed: impl Fn(&ApplicationId) -> Option<ApplicationMeta>,
     ) -> Result<Vec<(ContextId, GroupContextLastMigrationValue)>, GovernanceError> {
         let _serial = lock(&self.migrations);
-        let namespace_id = self.namespace_of(group_id)?;
-        let Some((upgrade, target, contexts)) = self.with_loaded(&namespace_id, |l| {
-            l.folded.state.group(group_id).and_then(|g| {
-                let u = g.upgrade.clone()?;
-                Some((u, g.meta.target_application_id, g.contexts.iter().copied().collect::<Vec<_>>()))
-            })
-        })?
-        else {
-            return Ok(Vec::new());
-        };
+        let Some((upgrade, target, contexts)) = self.current_upgrade(group_id)? else { return Ok(Vec::new()) };
         let mut written = Vec::new();
         for context_id in &contexts {
             for attempt in 0.. {
@@ -117,16 +108,7 @@ impl<B: Backend> Governance<B> {
         application: Option<&ApplicationMeta>,
     ) -> Result<(), GovernanceError> {
         let _serial = lock(&self.migrations);
-        let namespace_id = self.namespace_of(group_id)?;
-        let Some((upgrade, target, contexts)) = self.with_loaded(&namespace_id, |l| {
-            l.folded.state.group(group_id).and_then(|g| {
-                let u = g.upgrade.clone()?;
-                Some((u, g.meta.target_application_id, g.contexts.iter().copied().collect::<Vec<_>>()))
-            })
-        })?
-        else {
-            return Ok(());
-        };
+        let Some((upgrade, target, contexts)) = self.current_upgrade(group_id)? else { return Ok(()) };
         for attempt in 0.. {
             let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { return Ok(()) };
             let mut batch = self.store.batch();
@@ -174,6 +156,20 @@ impl<B: Backend> Governance<B> {
             }
         }
         Ok((total, completed, failed))
+    }
+
+    /// The group's upgrade in the current fold, its target application and its contexts.
+    fn current_upgrade(
+        &self,
+        group_id: &GroupId,
+    ) -> Result<Option<(GroupUpgradeValue, ApplicationId, Vec<ContextId>)>, GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        self.with_loaded(&namespace_id, |l| {
+            l.folded.state.group(group_id).and_then(|g| {
+                let u = g.upgrade.clone()?;
+                Some((u, g.meta.target_application_id, g.contexts.iter().copied().collect::<Vec<_>>()))
+            })
+        })
     }
 
     /// The last migration recorded for a context of a group on this node.
