@@ -189,7 +189,11 @@ fn an_upgrade_migrates_every_context_once_and_a_trapping_migration_is_recorded_a
 
     // Upgrade to a version whose migration traps: the context stays on version 2 everywhere,
     // and every node counts it as failed.
-    let before = status(&a, &ctx);
+    let edited = |n: &Node| {
+        let messages = query(n, &ctx, "messages", json!({}));
+        messages.as_array().unwrap().iter().any(|m| m["text"] == "edited")
+    };
+    let before = converged("the edit everywhere", &edited).remove(0);
     a.ok("group_upgrade", json!({ "group_id": group, "application_id": v3, "migration": "migrate" }));
     for node in nodes {
         let upgrade = eventually(Duration::from_secs(60), "the failed migration recorded", || {
