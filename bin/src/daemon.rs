@@ -108,7 +108,8 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
         let store = tokio::task::spawn_blocking(move || open_store(&store_home, &rocks)).await.map_err(other)??;
         let service = Arc::new(
             NodeService::new(store, key, config.limits.clone(), config.engine(), metrics)?
-                .with_join_timeout(std::time::Duration::from_millis(config.sync.join_timeout_ms)),
+                .with_join_timeout(std::time::Duration::from_millis(config.sync.join_timeout_ms))
+                .with_app_limits(config.apps.clone()),
         );
         service.start_network(config.net()).await?;
         let listening = wait_for_listen_addrs(&service).await?;

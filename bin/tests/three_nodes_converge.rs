@@ -7,33 +7,24 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{eventually, init, init_with, Node};
+use common::{eventually, invite_and_join, three_nodes};
 use serde_json::{json, Value};
 
 #[test]
 fn a_write_on_each_of_three_nodes_is_visible_on_all_with_one_root() {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let homes: Vec<_> = ["a", "b", "c"].iter().map(|n| dir.path().join(n)).collect();
-    init(&homes[0]);
-    let a = Node::start(&homes[0]);
-    let a_p2p = a.p2p_addr();
-    init_with(&homes[1], &[&a_p2p]);
-    init_with(&homes[2], &[&a_p2p]);
-    let b = Node::start(&homes[1]);
-    let c = Node::start(&homes[2]);
+    let [a, b, c] = three_nodes(dir.path());
     let nodes = [&a, &b, &c];
 
     let created = a.ok("context_create", json!({ "alias": "shared" }));
     let ctx = created["context_id"].as_str().unwrap().to_string();
     let group = created["group_id"].as_str().unwrap().to_string();
     for joiner in [&b, &c] {
-        let identity = joiner.ok("node_info", json!({}))["identity"].clone();
-        let invited = a.ok("context_invite", json!({ "context_id": ctx, "invitee": identity }));
+        let (invited, joined) = invite_and_join(&a, joiner, &ctx);
         assert_eq!(invited["member_op"].as_str().unwrap().len(), 64);
-        let joined = joiner.ok("context_join", json!({ "invitation": invited["invitation"] }));
         assert_eq!(joined["context_id"], json!(ctx));
-        assert_eq!(joined["identity"], identity);
+        assert_eq!(joined["identity"], joiner.ok("node_info", json!({}))["identity"]);
     }
     let joined_at = started.elapsed();
 

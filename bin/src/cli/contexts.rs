@@ -1,16 +1,17 @@
 //! `weft context`: creating, inviting, joining, leaving, listing contexts, their status and
-//! sync (waiting until a peer agrees, with a progress bar).
+//! sync (waiting until a peer agrees, with a progress bar), and calling their applications.
 
 use std::time::{Duration, Instant};
 
 use clap::Subcommand;
 use weft_node::rpc::api::WeftApiClient as _;
 use weft_node::rpc::types::{
-    ContextCreateParams, ContextInviteParams, ContextJoinParams, ContextParams, ContextStatus, NoParams,
+    CallParams, ContextCreateParams, ContextInviteParams, ContextJoinParams, ContextParams, ContextStatus, NoParams,
 };
 
+use super::args::EncodingArg;
 use super::client::{CliError, Client};
-use super::output::{bar, print, snapshot_bar, text};
+use super::output::{bar, print, read_input, snapshot_bar, text};
 use super::subscriptions;
 
 /// `weft context`
@@ -75,6 +76,34 @@ pub enum ContextCmd {
     Status {
         /// The context id.
         context_id: String,
+    },
+    /// Run a method of the context's application on this node, as its member identity
+    /// (context_call); prints what it returned. Its writes and events become one signed
+    /// delta; a call that fails writes nothing.
+    Call {
+        /// The context id.
+        context_id: String,
+        /// The application's method.
+        method: String,
+        /// Its arguments: JSON text (an object by name or an array by position), or @FILE
+        /// to read them from a file (@- standard input). None: no arguments.
+        args: Option<String>,
+        /// How ARGS and the result are written.
+        #[command(flatten)]
+        encoding: EncodingArg,
+    },
+    /// Run a method of the context's application read-only (context_query); prints what it
+    /// returned.
+    Query {
+        /// The context id.
+        context_id: String,
+        /// The application's method.
+        method: String,
+        /// Its arguments, as for `weft context call`.
+        args: Option<String>,
+        /// How ARGS and the result are written.
+        #[command(flatten)]
+        encoding: EncodingArg,
     },
     /// Print a context's events as they happen, until interrupted (subscribe_context, over
     /// WebSocket).
@@ -141,9 +170,46 @@ pub async fn run(client: &Client, json_out: bool, cmd: ContextCmd) -> Result<(),
             let r = client.ask(api.context_status(ContextParams { context_id })).await?;
             print(json_out, &r, status);
         }
+        ContextCmd::Call { context_id, method, args, encoding } => {
+            let params =
+                CallParams { context_id, method, args: call_args(args, encoding)?, encoding: encoding.encoding() };
+            let r = client.ask(api.context_call(params)).await?;
+            if !json_out {
+                match &r.delta_id {
+                    Some(delta) => eprintln!("delta {delta}  root {}", r.root_hash),
+                    None => eprintln!("no delta: the call wrote nothing"),
+                }
+            }
+            print(json_out, &r, |r| r.result.clone());
+        }
+        ContextCmd::Query { context_id, method, args, encoding } => {
+            let params =
+                CallParams { context_id, method, args: call_args(args, encoding)?, encoding: encoding.encoding() };
+            let r = client.ask(api.context_query(params)).await?;
+            print(json_out, &r, |r| r.result.clone());
+        }
         ContextCmd::Watch { context_id } => subscriptions::watch_context(client, context_id, json_out).await?,
     }
     Ok(())
+}
+
+/// A call's arguments: the text given, or the contents of `@FILE` (`@-`: standard input;
+/// sent as base64 under `--base64`, so a file may hold any bytes then).
+fn call_args(args: Option<String>, encoding: EncodingArg) -> Result<String, CliError> {
+    match args {
+        None => Ok(String::new()),
+        Some(arg) => match arg.strip_prefix('@') {
+            Some(file) => {
+                let bytes = read_input(std::path::Path::new(file))?;
+                if encoding.base64 {
+                    use base64::Engine as _;
+                    return Ok(base64::engine::general_purpose::STANDARD.encode(bytes));
+                }
+                String::from_utf8(bytes).map_err(|_| CliError::Input(format!("{file}: not UTF-8 text (use --base64)")))
+            }
+            None => Ok(arg),
+        },
+    }
 }
 
 /// `context_status` as people read it.

@@ -78,6 +78,14 @@ fn human(event: &Event) -> String {
         Event::Rejected { context_id, peer, reason } => {
             format!("rejected a delta from peer {peer} on {context_id}: {reason}")
         }
+        Event::AppEvent { delta_id, author, event, .. } => {
+            use base64::Engine as _;
+            let data = base64::engine::general_purpose::STANDARD.decode(&event.data).unwrap_or_default();
+            match String::from_utf8(data) {
+                Ok(text) => format!("app_event {} {text} (delta {delta_id} by {author})", event.kind),
+                Err(_) => format!("app_event {} base64:{} (delta {delta_id} by {author})", event.kind, event.data),
+            }
+        }
         Event::Lagged { missed, .. } => {
             format!("lagged: missed {missed} events; run `weft context status` to resynchronize")
         }

@@ -45,6 +45,26 @@ pub fn eventually<T>(within: Duration, what: &str, mut check: impl FnMut() -> Op
     }
 }
 
+/// Starts three nodes in `dir` (a, b, c; b and c bootstrap from a).
+pub fn three_nodes(dir: &Path) -> [Node; 3] {
+    let homes: Vec<_> = ["a", "b", "c"].iter().map(|n| dir.join(n)).collect();
+    init(&homes[0]);
+    let a = Node::start(&homes[0]);
+    let a_p2p = a.p2p_addr();
+    init_with(&homes[1], &[&a_p2p]);
+    init_with(&homes[2], &[&a_p2p]);
+    [a, Node::start(&homes[1]), Node::start(&homes[2])]
+}
+
+/// `admin` invites `joiner` to context `ctx` and `joiner` joins; returns the invitation's
+/// and the join's results.
+pub fn invite_and_join(admin: &Node, joiner: &Node, ctx: &str) -> (Value, Value) {
+    let identity = joiner.ok("node_info", json!({}))["identity"].clone();
+    let invited = admin.ok("context_invite", json!({ "context_id": ctx, "invitee": identity }));
+    let joined = joiner.ok("context_join", json!({ "invitation": invited["invitation"] }));
+    (invited, joined)
+}
+
 /// A running weftd.
 pub struct Node {
     pub home: PathBuf,

@@ -131,6 +131,11 @@ params! {
         id::<ContextId>(&p.context_id);
         id::<DeltaId>(&p.delta_id);
     },
+    // Appended, so the recorded seeds' selector bytes keep their types.
+    CallParams => |p: CallParams| {
+        id::<ContextId>(&p.context_id);
+        encoded(p.encoding, "args", &p.args);
+    },
 }
 
 /// The params type named `name` and its selector.

@@ -37,6 +37,27 @@ fn mib_to_bytes(mb: u64) -> usize {
     usize::try_from(mb.saturating_mul(MIB)).unwrap_or(usize::MAX)
 }
 
+/// The dotted key of an `[apps]` limit, for [`ConfigError::Invalid`].
+fn apps_key(key: &str) -> &'static str {
+    const KEYS: [&str; 14] = [
+        "apps.fuel",
+        "apps.wall_time_ms",
+        "apps.memory_bytes",
+        "apps.table_elements",
+        "apps.max_actions",
+        "apps.max_write_bytes",
+        "apps.max_key_bytes",
+        "apps.max_value_bytes",
+        "apps.max_events",
+        "apps.max_event_bytes",
+        "apps.max_range_batch",
+        "apps.max_log_lines",
+        "apps.max_log_line_bytes",
+        "apps.log_lines_per_second",
+    ];
+    KEYS.iter().find(|k| k.strip_prefix("apps.") == Some(key)).copied().unwrap_or("apps")
+}
+
 /// Errors reading or checking a configuration file.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -84,7 +105,12 @@ pub struct NodeConfig {
     pub sync: SyncConfig,
     /// `[limits]`: sizes every node enforces.
     pub limits: LimitsConfig,
+    /// `[apps]`: what one application call may use (see `docs/apps.md`).
+    pub apps: AppLimits,
 }
+
+/// `[apps]`: per-call limits of the application runtime (weft-runtime's `Limits`).
+pub use weft_runtime::Limits as AppLimits;
 
 /// `[rpc]`
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -380,6 +406,9 @@ impl NodeConfig {
         if self.p2p.listen.is_empty() {
             return invalid("p2p.listen", "needs at least one address".into());
         }
+        if let Err(e) = self.apps.validate() {
+            return invalid(apps_key(e.key), e.reason);
+        }
         Ok(())
     }
 
@@ -451,6 +480,7 @@ impl NodeConfig {
         };
         // The [sync] comments state the defaults from their one definition.
         let sync_defaults = SyncConfig::default();
+        let app_defaults = AppLimits::default();
         // Writing to a String cannot fail.
         let _ = write!(
             out,
@@ -560,6 +590,41 @@ max_delta_bytes = {max_delta_bytes}
 max_pending = {max_pending}
 # Largest blob or application bytecode, in bytes. Default 16777216 (16 MiB).
 max_blob_bytes = {max_blob_bytes}
+
+[apps]
+# What one application call (context_call, context_query, a migration) may use.
+# Each limit exceeded fails the call with its own error and writes nothing.
+# Instruction budget (wasmtime fuel, about one unit per WASM instruction; every
+# host call costs 500 plus 1 per byte copied). Default {d_fuel}.
+fuel = {fuel}
+# Wall-clock budget per call, in milliseconds (checked every 5 ms). Default {d_wall_time_ms}.
+wall_time_ms = {wall_time_ms}
+# Largest linear memory of a call, in bytes (at most 4 GiB). Default {d_memory_bytes} (64 MiB).
+memory_bytes = {memory_bytes}
+# Most elements in any one WASM table. Default {d_table_elements}.
+table_elements = {table_elements}
+# Most state and private writes per call. Keep within limits.max_actions so a
+# call's writes fit one delta. Default {d_max_actions}.
+max_actions = {app_max_actions}
+# Most bytes of keys, values and events written per call. Default {d_max_write_bytes} (4 MiB).
+max_write_bytes = {max_write_bytes}
+# Longest key a call may write, in bytes. Default {d_max_key_bytes}.
+max_key_bytes = {app_max_key_bytes}
+# Longest value a call may write, in bytes. Default {d_max_value_bytes} (1 MiB).
+max_value_bytes = {app_max_value_bytes}
+# Most events one call may emit. Default {d_max_events}.
+max_events = {max_events}
+# Largest event (kind plus data), in bytes. Default {d_max_event_bytes} (64 KiB).
+max_event_bytes = {max_event_bytes}
+# Most entries one state_range batch returns to a call. Default {d_max_range_batch}.
+max_range_batch = {max_range_batch}
+# Most log lines one call may write (more are dropped and counted). Default {d_max_log_lines}.
+max_log_lines = {max_log_lines}
+# Longest log line, in bytes (longer lines are cut). Default {d_max_log_line_bytes}.
+max_log_line_bytes = {max_log_line_bytes}
+# Log lines per second all calls together may write to the node's log (0: no
+# limit). Default {d_log_lines_per_second}.
+log_lines_per_second = {log_lines_per_second}
 "#,
             rpc_default = DEFAULT_RPC_LISTEN,
             listen = self.rpc.listen,
@@ -609,6 +674,34 @@ max_blob_bytes = {max_blob_bytes}
             max_delta_bytes = self.limits.max_delta_bytes,
             max_pending = self.limits.max_pending,
             max_blob_bytes = self.limits.max_blob_bytes,
+            d_fuel = app_defaults.fuel,
+            d_wall_time_ms = app_defaults.wall_time_ms,
+            d_memory_bytes = app_defaults.memory_bytes,
+            d_table_elements = app_defaults.table_elements,
+            d_max_actions = app_defaults.max_actions,
+            d_max_write_bytes = app_defaults.max_write_bytes,
+            d_max_key_bytes = app_defaults.max_key_bytes,
+            d_max_value_bytes = app_defaults.max_value_bytes,
+            d_max_events = app_defaults.max_events,
+            d_max_event_bytes = app_defaults.max_event_bytes,
+            d_max_range_batch = app_defaults.max_range_batch,
+            d_max_log_lines = app_defaults.max_log_lines,
+            d_max_log_line_bytes = app_defaults.max_log_line_bytes,
+            d_log_lines_per_second = app_defaults.log_lines_per_second,
+            fuel = self.apps.fuel,
+            wall_time_ms = self.apps.wall_time_ms,
+            memory_bytes = self.apps.memory_bytes,
+            table_elements = self.apps.table_elements,
+            app_max_actions = self.apps.max_actions,
+            max_write_bytes = self.apps.max_write_bytes,
+            app_max_key_bytes = self.apps.max_key_bytes,
+            app_max_value_bytes = self.apps.max_value_bytes,
+            max_events = self.apps.max_events,
+            max_event_bytes = self.apps.max_event_bytes,
+            max_range_batch = self.apps.max_range_batch,
+            max_log_lines = self.apps.max_log_lines,
+            max_log_line_bytes = self.apps.max_log_line_bytes,
+            log_lines_per_second = self.apps.log_lines_per_second,
         );
         out
     }
@@ -719,6 +812,8 @@ mod tests {
             ("[limits]\nmax_value_bytes = 10\nmax_delta_bytes = 5\n", "limits.max_value_bytes"),
             ("[p2p]\nlisten = []\n", "p2p.listen"),
             ("[rpc]\nmax_request_bytes = 1000\n", "limits.max_blob_bytes"),
+            ("[apps]\nfuel = 0\n", "apps.fuel"),
+            ("[apps]\nmemory_bytes = 8589934592\n", "apps.memory_bytes"),
         ] {
             match parse(text).unwrap_err() {
                 ConfigError::Invalid { key: k, .. } => assert_eq!(k, key),
@@ -761,6 +856,8 @@ mod tests {
             config.limits.max_actions = max_actions;
             config.limits.max_value_bytes = max_value;
             config.limits.max_delta_bytes = max_value.max(config.limits.max_delta_bytes);
+            config.apps.fuel = interval;
+            config.apps.max_events = max_actions;
             prop_assert_eq!(parse(&config.render()).unwrap(), config);
         }
     }

@@ -83,6 +83,12 @@ node_metrics! {
     trie_rebuilds: Counter = "trie_rebuilds",
         "Merkle tries rebuilt from the state at recovery because the stored trie did not give the context's \
          root (a damaged store)";
+    app_compiled: Counter = "app_compiled",
+        "Application modules compiled from bytecode (a restarted node loads its persisted artifacts instead)";
+    app_artifacts_loaded: Counter = "app_artifacts_loaded", "Application modules loaded from a persisted compiled artifact";
+    app_artifacts_rejected: Counter = "app_artifacts_rejected",
+        "Persisted compiled artifacts refused (from another runtime version or target, or corrupt) and recompiled";
+    app_calls: Labelled<Counter> = "app_calls", "Application calls and queries, by outcome (ok or failed)";
     rpc_calls: Family<[(&'static str, String); 2], Counter> = "rpc_calls", "JSON-RPC calls by method and outcome";
     event_subscribers: Gauge = "event_subscribers", "Open context event subscriptions";
     events_dropped: Counter = "events_dropped", "Context events a slow subscriber missed (its queue was full)";
@@ -159,6 +165,21 @@ impl NodeMetrics {
         self.trie_memory.get_or_create(&[("kind", "cached")]).set(gauge(stats.cached_bytes));
         self.trie_checkpoints.inc_by(stats.checkpoints.saturating_sub(self.trie_checkpoints.get()));
         self.trie_rebuilds.inc_by(stats.rebuilds.saturating_sub(self.trie_rebuilds.get()));
+    }
+
+    /// Brings the application counters up to the runtime's (call before
+    /// [`NodeMetrics::render`]).
+    pub fn observe_apps(&self, stats: &weft_runtime::RuntimeStats) {
+        let _scrape = self.scrape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Only this method moves these counters, under the scrape lock: add the difference.
+        let bring = |counter: &Counter, value: u64| {
+            counter.inc_by(value.saturating_sub(counter.get()));
+        };
+        bring(&self.app_compiled, stats.compiled);
+        bring(&self.app_artifacts_loaded, stats.artifacts_loaded);
+        bring(&self.app_artifacts_rejected, stats.artifacts_rejected);
+        bring(&self.app_calls.get_or_create(&[("result", "ok")]), stats.calls_ok);
+        bring(&self.app_calls.get_or_create(&[("result", "failed")]), stats.calls_failed);
     }
 
     /// Brings the network counters up to `stats` (call before [`NodeMetrics::render`]).

@@ -21,7 +21,8 @@
 //! they stay single-owner, signed with the node key, and are not shared.
 //!
 //! The rest is split by concern: `events` and `error` (what callers receive), `blobs`
-//! (blobs and applications), `contexts` (creating, listing and describing contexts),
+//! (blobs and applications), `apps` (application calls, their events, compiled artifacts
+//! and migrations), `contexts` (creating, listing and describing contexts),
 //! `state` (writes, reads and scans of a context's state), `groups` (namespaces, groups,
 //! members, aliases), [`invitation`] (the invitation format, `context_invite`,
 //! `context_join`), `fetch` (blobs and bytecode fetched from peers) and `network` (starting
@@ -30,6 +31,7 @@
 //! `context_join` waits for governance and catch-up): call them from a blocking thread, as
 //! the RPC server does.
 
+mod apps;
 mod blobs;
 mod contexts;
 mod error;
@@ -54,6 +56,7 @@ use crate::governance::{Governance, GovernanceConfig};
 use crate::metrics::NodeMetrics;
 use crate::net::Network;
 
+pub use apps::{CallOutcome, RESERVED_EVENT_PREFIX};
 pub use blobs::{application_id_of, MAX_APP_LABEL};
 pub use contexts::{ContextSummary, CreatedContext};
 pub use error::ServiceError;
@@ -86,6 +89,8 @@ pub struct NodeService<B: Backend> {
     join_timeout: std::time::Duration,
     /// Snapshots being received, by context (for `context_status` while a fresh join runs).
     snapshots: std::sync::Mutex<HashMap<ContextId, SnapshotProgress>>,
+    /// The application runtime and what calls share.
+    apps: apps::Apps,
 }
 
 impl<B: Backend> NodeService<B> {
@@ -116,6 +121,7 @@ impl<B: Backend> NodeService<B> {
             metrics,
             join_timeout: invitation::JOIN_TIMEOUT,
             snapshots: std::sync::Mutex::new(HashMap::new()),
+            apps: apps::Apps::new(weft_runtime::Limits::default()),
         };
         // Upgrades logged before a stop may not have moved every context yet.
         service.resume_upgrades();
@@ -126,6 +132,13 @@ impl<B: Backend> NodeService<B> {
     /// [`invitation::JOIN_TIMEOUT`]).
     pub fn with_join_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.join_timeout = timeout;
+        self
+    }
+
+    /// Sets the limits of every application call (`[apps]` in `config.toml`; default
+    /// [`weft_runtime::Limits::default`]). Call before the first application call.
+    pub fn with_app_limits(mut self, limits: weft_runtime::Limits) -> Self {
+        self.apps = apps::Apps::new(limits);
         self
     }
 

@@ -38,12 +38,12 @@ fn setting_the_target_application_moves_the_contexts_and_completes_the_upgrade()
         assert_eq!(s.governance().context_members_joined(&c).unwrap(), vec![first.identity]);
     }
 
-    s.group_set_application(group, v2, Some("migrate".into())).unwrap();
+    s.group_set_application(group, v2, None).unwrap();
     for c in contexts {
         assert_eq!(app_of(&s, c), v2);
         let record = s.governance().last_migration(&group, &c).unwrap().unwrap();
         assert_eq!((record.from_application, record.to_application, record.error), (v1, v2, None));
-        assert_eq!(record.method.as_deref(), Some("migrate"));
+        assert_eq!(record.method, None);
     }
     let upgrade = s.group_upgrade(&group).unwrap().unwrap();
     assert!(matches!(upgrade.status, GroupUpgradeStatus::Completed { .. }), "{upgrade:?}");
@@ -62,6 +62,20 @@ fn setting_the_target_application_moves_the_contexts_and_completes_the_upgrade()
     let upgrade = s.group_upgrade(&group).unwrap().unwrap();
     assert_eq!((upgrade.from_version, upgrade.to_version), (1, 2));
     assert!(matches!(upgrade.status, GroupUpgradeStatus::Completed { .. }), "{upgrade:?}");
+    assert_eq!(s.upgrade_counts(&group).unwrap(), (2, 0, 2));
+
+    // A migration that cannot run (this "bytecode" is not WASM) fails on every context,
+    // which keep their application; the failure is recorded and counted.
+    let v4 = s.app_install("chat", "4", b"v4 bytecode").unwrap();
+    s.group_set_application(group, v4, Some("migrate".into())).unwrap();
+    for c in contexts {
+        assert_eq!(app_of(&s, c), v2);
+        let record = s.governance().last_migration(&group, &c).unwrap().unwrap();
+        assert_eq!((record.from_application, record.to_application), (v2, v4));
+        assert_eq!(record.method.as_deref(), Some("migrate"));
+        assert!(record.error.as_ref().unwrap().contains("not a WASM module"), "{record:?}");
+    }
+    assert_eq!(s.upgrade_counts(&group).unwrap(), (2, 0, 2));
 }
 
 #[test]

@@ -162,7 +162,10 @@ pub fn check_shape(
     if delta.parents.windows(2).any(|w| w[0] >= w[1]) || delta.parents.contains(&delta.delta_id) {
         return Err(InvalidDelta::MalformedParents);
     }
-    if delta.actions.is_empty() || delta.actions.len() > limits.max_actions {
+    // A delta changes state, or carries an application's events (a call that only emitted);
+    // citing a governance position alone is not enough.
+    let only_position = delta.events.iter().all(|e| e.kind == weft_primitives::GovPosition::EVENT_KIND);
+    if (delta.actions.is_empty() && only_position) || delta.actions.len() > limits.max_actions {
         return Err(InvalidDelta::ActionCount { found: delta.actions.len(), max: limits.max_actions });
     }
     let mut total = 0usize;

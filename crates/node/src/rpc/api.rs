@@ -160,6 +160,15 @@ pub trait WeftApi {
     #[method(name = "delta_get", blocking)]
     fn delta_get(&self, params: DeltaParams) -> RpcResult<Delta>;
 
+    /// Runs a method of the context's application as this node's member identity; its writes
+    /// and events become one signed delta (none if it made none).
+    #[method(name = "context_call", blocking)]
+    fn context_call(&self, params: CallParams) -> RpcResult<Called>;
+
+    /// Runs a method of the context's application read-only, against a snapshot.
+    #[method(name = "context_query", blocking)]
+    fn context_query(&self, params: CallParams) -> RpcResult<Queried>;
+
     /// A context's events as `context_event` notifications (WebSocket).
     #[subscription(name = "subscribe_context" => "context_event", unsubscribe = "unsubscribe_context", item = Event)]
     async fn subscribe_context(&self, params: ContextParams) -> SubscriptionResult;

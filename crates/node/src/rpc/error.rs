@@ -20,6 +20,7 @@
 //! | -32008 | response too large | the answer would be larger than `rpc.max_request_bytes` (a `state_get` of a value near that size in an encoding that grows it); pages of lists never are: they end early with `next` |
 //! | -32010 | batch too long | the batch has more calls than `rpc.max_batch`; none of them ran |
 //! | -32012 | expired | the invitation has expired |
+//! | -32013 | application error | an application call failed and wrote nothing: a limit (`reason`: `out_of_fuel`, `wall_time`, `memory`, `table`, `too_many_actions`, `write_bytes`, `key_too_large`, `value_too_large`, `too_many_events`, `event_too_large`; `max` the limit), the application's panic or error (`panicked`, `detail` its message), a trap (`trap`), `no_such_method`, `read_only` (a query that wrote), `out_of_bounds` (a wild pointer), `bad_argument`; or the application cannot run (`not_wasm`, `invalid_module`, `unknown_import`, `import_signature`, `no_memory`) |
 
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
@@ -53,6 +54,8 @@ pub mod codes {
     pub const BATCH_TOO_LONG: i32 = jsonrpsee::types::error::TOO_BIG_BATCH_REQUEST_CODE;
     /// The invitation has expired (not -32006, which the server uses for its subscription limit).
     pub const EXPIRED: i32 = -32012;
+    /// An application call failed (a limit, a panic, a trap) or its application cannot run.
+    pub const APP_ERROR: i32 = -32013;
 }
 
 /// An error object's `data`: why, for programs, and the details that apply.
@@ -81,6 +84,9 @@ pub struct ErrorData {
     /// The limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<u64>,
+    /// The application's own message (its panic or error), or the trap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
     /// When an expired invitation expired, Unix milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expired_at_ms: Option<u64>,
@@ -162,6 +168,8 @@ pub fn from_service(e: ServiceError, limits: &DeltaLimits) -> ErrorObjectOwned {
             error(codes::NOT_READY, message, Some(ErrorData::reason(reason)))
         }
         ServiceError::Invitation(e) => invitation(&e),
+        ServiceError::Call(e) => call_error(&e),
+        ServiceError::Compile(e) => compile_error(&e),
         other => error(codes::INTERNAL_ERROR, other.to_string(), None),
     }
 }
@@ -182,6 +190,43 @@ fn invitation(e: &InvitationError) -> ErrorObjectOwned {
         _ => None,
     };
     error(code, e.to_string(), Some(ErrorData { expired_at_ms, ..ErrorData::field(reason, "invitation") }))
+}
+
+fn call_error(e: &weft_runtime::CallError) -> ErrorObjectOwned {
+    use weft_runtime::CallError as E;
+    let (reason, max, detail) = match e {
+        E::NoSuchMethod { .. } => ("no_such_method", None, None),
+        E::OutOfFuel { limit } => ("out_of_fuel", Some(*limit), None),
+        E::WallTime { limit_ms } => ("wall_time", Some(*limit_ms), None),
+        E::Memory { limit_bytes } => ("memory", Some(*limit_bytes), None),
+        E::Table { limit } => ("table", Some(u64::from(*limit)), None),
+        E::TooManyActions { limit } => ("too_many_actions", Some(u64::from(*limit)), None),
+        E::WriteBytes { limit } => ("write_bytes", Some(*limit), None),
+        E::KeyTooLarge { limit, .. } => ("key_too_large", Some(u64::from(*limit)), None),
+        E::ValueTooLarge { limit, .. } => ("value_too_large", Some(u64::from(*limit)), None),
+        E::TooManyEvents { limit } => ("too_many_events", Some(u64::from(*limit)), None),
+        E::EventTooLarge { limit, .. } => ("event_too_large", Some(u64::from(*limit)), None),
+        E::ReadOnly { .. } => ("read_only", None, None),
+        E::OutOfBounds { .. } => ("out_of_bounds", None, None),
+        E::BadArgument { reason, .. } => ("bad_argument", None, Some((*reason).to_string())),
+        E::Panicked { message } => ("panicked", None, Some(message.clone())),
+        E::Trap { message } => ("trap", None, Some(message.clone())),
+        _ => ("application_error", None, None),
+    };
+    error(codes::APP_ERROR, e.to_string(), Some(ErrorData { max, detail, ..ErrorData::reason(reason) }))
+}
+
+fn compile_error(e: &weft_runtime::CompileError) -> ErrorObjectOwned {
+    use weft_runtime::CompileError as E;
+    let reason = match e {
+        E::NotWasm => "not_wasm",
+        E::InvalidModule { .. } => "invalid_module",
+        E::UnknownImport { .. } => "unknown_import",
+        E::ImportSignature { .. } => "import_signature",
+        E::NoMemory => "no_memory",
+        _ => "invalid_module",
+    };
+    error(codes::APP_ERROR, format!("the application cannot run: {e}"), Some(ErrorData::reason(reason)))
 }
 
 fn invalid_delta(invalid: &InvalidDelta, limits: &DeltaLimits) -> ErrorObjectOwned {
@@ -244,6 +289,8 @@ mod tests {
             (GovernanceError::KeyRefused("misaddressed".into()).into(), codes::NOT_READY),
             (GovernanceError::Sealed(weft_primitives::SealedOpError::NotPrivate).into(), codes::INVALID_PARAMS),
             (GovernanceError::Inconsistent("rows".into()).into(), codes::INTERNAL_ERROR),
+            (ServiceError::Call(weft_runtime::CallError::OutOfFuel { limit: 1 }), codes::APP_ERROR),
+            (ServiceError::Compile(weft_runtime::CompileError::NotWasm), codes::APP_ERROR),
         ];
         for (e, code) in cases {
             assert_eq!(from_service(e, &limits).code(), code);

@@ -123,6 +123,8 @@ pub fn module<B: Backend>(shared: Arc<Shared<B>>) -> Result<RpcModule<Api<B>>, j
     method(&mut m, "private_put", Api::private_put)?;
     method(&mut m, "private_get", Api::private_get)?;
     method(&mut m, "delta_get", Api::delta_get)?;
+    method(&mut m, "context_call", Api::context_call)?;
+    method(&mut m, "context_query", Api::context_query)?;
     subscription(
         &mut m,
         ["subscribe_context", "context_event", "unsubscribe_context"],
@@ -211,6 +213,10 @@ fn upgrade(u: &GroupUpgradeValue) -> Upgrade {
             GroupUpgradeStatus::Completed { completed_at } => UpgradeProgress::Completed { completed_at },
         },
     }
+}
+
+fn app_event(event: &weft_primitives::Event) -> AppEventData {
+    AppEventData { kind: event.kind.clone(), data: wire::encode_base64(&event.data) }
 }
 
 fn written<B: Backend>(service: &NodeService<B>, id: &ContextId, actions: Vec<Action>) -> RpcResult<Written> {
@@ -386,14 +392,19 @@ impl<B: Backend> WeftApiServer for Api<B> {
 
     fn group_upgrade_status(&self, p: GroupParams) -> RpcResult<UpgradeStatus> {
         let service = self.service()?;
-        let upgrade = service.group_upgrade(&group_id("group_id", &p.group_id)?).map_err(svc_err(&service))?;
+        let group = group_id("group_id", &p.group_id)?;
+        let upgrade = service.group_upgrade(&group).map_err(svc_err(&service))?;
         let status = |status, completed_at| UpgradeStatus { status, total: 0, completed: 0, failed: 0, completed_at };
         Ok(match upgrade.map(|u| u.status) {
             None => status(UpgradeState::None, None),
             Some(GroupUpgradeStatus::InProgress { total, completed, failed }) => {
                 UpgradeStatus { total, completed, failed, ..status(UpgradeState::InProgress, None) }
             }
-            Some(GroupUpgradeStatus::Completed { completed_at }) => status(UpgradeState::Completed, Some(completed_at)),
+            // The record keeps no counters once every context moved or failed: count them.
+            Some(GroupUpgradeStatus::Completed { completed_at }) => {
+                let (total, completed, failed) = service.upgrade_counts(&group).map_err(svc_err(&service))?;
+                UpgradeStatus { total, completed, failed, ..status(UpgradeState::Completed, Some(completed_at)) }
+            }
         })
     }
 
@@ -582,7 +593,38 @@ impl<B: Backend> WeftApiServer for Api<B> {
             expected_root_hash: delta.expected_root_hash.to_hex(),
             applied: delta.applied,
             signature: delta.signature.to_string(),
+            events: delta.events.iter().map(app_event).collect(),
         })
+    }
+
+    fn context_call(&self, p: CallParams) -> RpcResult<Called> {
+        let service = self.service()?;
+        let id = context_id(&p.context_id)?;
+        let args = p.encoding.decode("args", &p.args)?;
+        // A result that could not be sent back must not be committed either.
+        let encoding = p.encoding;
+        let accept = |outcome: &weft_runtime::Outcome| match encoding {
+            Encoding::Utf8 if std::str::from_utf8(&outcome.result).is_err() => Err(ServiceError::BadInput(
+                "the method returned bytes that are not UTF-8; call it with \"encoding\": \"base64\"".into(),
+            )),
+            _ => Ok(()),
+        };
+        let called = service.context_call(&id, &p.method, &args, accept).map_err(svc_err(&service))?;
+        Ok(Called {
+            result: p.encoding.encode("result", called.result)?,
+            delta_id: called.delta_id.map(|d| d.to_hex()),
+            root_hash: called.root_hash.to_hex(),
+            events: called.events.iter().map(app_event).collect(),
+            fuel_used: called.fuel_used,
+        })
+    }
+
+    fn context_query(&self, p: CallParams) -> RpcResult<Queried> {
+        let service = self.service()?;
+        let id = context_id(&p.context_id)?;
+        let args = p.encoding.decode("args", &p.args)?;
+        let result = service.context_query(&id, &p.method, &args).map_err(svc_err(&service))?;
+        Ok(Queried { result: p.encoding.encode("result", result)? })
     }
 
     /// Checks the context exists, then forwards its deltas, divergences and membership changes.

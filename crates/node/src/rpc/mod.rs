@@ -90,6 +90,9 @@ impl<B: Backend + BackendStats> http::Probe for Shared<B> {
         if let Some(service) = service {
             self.metrics.event_queue_depth(service.event_queue_depth());
             self.metrics.observe_tries(&service.engine().trie_stats());
+            if let Some(stats) = service.runtime_stats() {
+                self.metrics.observe_apps(&stats);
+            }
         }
         let stats = service.and_then(|s| s.store().backend().store_stats());
         self.metrics.render(stats.as_ref())

@@ -71,6 +71,12 @@ pub fn event(event: &ContextEvent) -> Event {
         ContextEvent::Rejected { context_id, peer, reason } => {
             Event::Rejected { context_id: context_id.to_hex(), peer: peer.to_string(), reason: reason.to_string() }
         }
+        ContextEvent::AppEvent { context_id, delta_id, author, kind, data } => Event::AppEvent {
+            context_id: context_id.to_hex(),
+            delta_id: delta_id.to_hex(),
+            author: author.to_hex(),
+            event: super::types::AppEventData { kind: kind.clone(), data: super::wire::encode_base64(data) },
+        },
     }
 }
 
@@ -83,6 +89,7 @@ pub fn context_kind(event: &ContextEvent) -> bool {
             | ContextEvent::PeerDiverged { .. }
             | ContextEvent::Repaired { .. }
             | ContextEvent::MemberChanged { .. }
+            | ContextEvent::AppEvent { .. }
     )
 }
 

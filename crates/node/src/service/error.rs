@@ -70,6 +70,14 @@ pub enum ServiceError {
         /// What happened.
         message: String,
     },
+    /// An application call failed (a limit, the application's panic or trap, no such
+    /// method); it wrote nothing.
+    #[error("application call failed: {0}")]
+    Call(weft_runtime::CallError),
+    /// The context's application cannot run: its bytecode is not WASM, not a valid module,
+    /// or imports what the `weft_v1` ABI does not provide.
+    #[error("the application cannot run: {0}")]
+    Compile(#[from] weft_runtime::CompileError),
     /// The node failed (storage error, inconsistent rows); the source is the failure.
     #[error("internal error: {0}")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -86,6 +94,16 @@ impl From<EngineError> for ServiceError {
                 ServiceError::Busy(format!("the context's pending set is full ({limit} deltas)"))
             }
             other => ServiceError::Internal(Box::new(other)),
+        }
+    }
+}
+
+impl From<weft_runtime::CallError> for ServiceError {
+    fn from(e: weft_runtime::CallError) -> Self {
+        match e {
+            // The node failing under a call is not the application's fault.
+            weft_runtime::CallError::Host(host) => ServiceError::Internal(host.0),
+            other => ServiceError::Call(other),
         }
     }
 }

@@ -84,6 +84,19 @@ pub enum ContextEvent {
         /// Where it stands.
         progress: SnapshotProgress,
     },
+    /// An application event carried by a delta applied here (written or received).
+    AppEvent {
+        /// The context.
+        context_id: ContextId,
+        /// The delta that carried it.
+        delta_id: DeltaId,
+        /// The delta's author (the identity the call ran as).
+        author: PublicKey,
+        /// The application's event kind.
+        kind: String,
+        /// Its payload.
+        data: Vec<u8>,
+    },
     /// A peer sent a delta this node refused (sync progress).
     Rejected {
         /// The context.
@@ -125,6 +138,7 @@ impl ContextEvent {
             | ContextEvent::PeerInSync { context_id, .. }
             | ContextEvent::Repaired { context_id, .. }
             | ContextEvent::Snapshot { context_id, .. }
+            | ContextEvent::AppEvent { context_id, .. }
             | ContextEvent::Rejected { context_id, .. } => context_id,
         }
     }

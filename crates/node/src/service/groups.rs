@@ -134,6 +134,12 @@ impl<B: Backend> NodeService<B> {
         Ok(self.governance.members(group_id, start_after, limit)?)
     }
 
+    /// This node's counts for the group's latest upgrade: its contexts held here, those
+    /// running the target, those whose move to it failed.
+    pub fn upgrade_counts(&self, group_id: &GroupId) -> Result<(u64, u64, u64), ServiceError> {
+        Ok(self.governance.upgrade_counts(group_id)?)
+    }
+
     /// A group's latest upgrade, if any.
     pub fn group_upgrade(&self, group_id: &GroupId) -> Result<Option<GroupUpgradeValue>, ServiceError> {
         Ok(self.governance.upgrade(group_id)?)
@@ -212,6 +218,22 @@ impl<B: Backend> NodeService<B> {
     /// installed here is counted as failed and keeps running its application; calling this
     /// again after installing it moves it.
     pub fn apply_upgrade(&self, group_id: &GroupId) {
+        // An upgrade naming a migration moves a context when the migration's delta is applied
+        // (see `apps`); the node that started it runs the migrations, here and after a
+        // restart that interrupted them.
+        match self.upgrade_migration(group_id) {
+            Ok(None) => {}
+            Ok(Some((target, method, started_here))) => {
+                if started_here {
+                    self.run_migrations(group_id, &target, &method);
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(%group_id, error = %e, "cannot read the group's upgrade");
+                return;
+            }
+        }
         let installed = |id: &ApplicationId| self.store().get(&ApplicationKey { application_id: *id }).ok().flatten();
         // Under the engine's apply lock: a delta run that read a context's metadata before a
         // move cannot write the old application back after it.
@@ -230,6 +252,20 @@ impl<B: Backend> NodeService<B> {
             }
             Err(e) => tracing::warn!(%group_id, error = %e, "cannot apply the group's upgrade"),
         }
+    }
+
+    /// The target and migration of the group's upgrade, if it names one, and whether this
+    /// node started it.
+    fn upgrade_migration(&self, group_id: &GroupId) -> Result<Option<(ApplicationId, String, bool)>, ServiceError> {
+        let namespace_id = self.governance.namespace_of(group_id)?;
+        let state = self.governance.state(&namespace_id)?;
+        let Some(group) = state.group(group_id) else { return Ok(None) };
+        let Some(method) = group.upgrade.as_ref().and_then(|u| u.migration.clone()) else { return Ok(None) };
+        let started_here = match self.member_key(&namespace_id) {
+            Ok(key) => group.upgrade.as_ref().is_some_and(|u| u.initiated_by == key.public_key()),
+            Err(_) => false,
+        };
+        Ok(Some((group.meta.target_application_id, method, started_here)))
     }
 
     /// Keeps a group's key current — an admin's job, done by each admin's node: rotates

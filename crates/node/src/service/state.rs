@@ -2,7 +2,7 @@
 //! deltas received outside the network task, reads, paged scans, node-local private state
 //! and stored deltas.
 
-use weft_primitives::{Action, ContextDagDeltaValue, ContextId, DeltaId, Hash, PublicKey};
+use weft_primitives::{Action, ContextDagDeltaValue, ContextId, DeltaId, Event, Hash, PublicKey, SecretKey};
 use weft_store::schema::ContextState;
 use weft_store::{Backend, PrefixBy, RawTail, Read};
 
@@ -27,6 +27,26 @@ impl<B: Backend> NodeService<B> {
     /// let this node write; a single-owner context's deltas are signed with the node key.
     /// The delta is published to peers.
     pub fn write(&self, context_id: &ContextId, actions: Vec<Action>) -> Result<(DeltaId, Hash), ServiceError> {
+        self.commit(context_id, actions, Vec::new())
+    }
+
+    /// The key this node signs the context's deltas with (and application calls run as): its
+    /// member key in the context's namespace, or the node key for a single-owner context.
+    pub(super) fn writer_key(&self, context_id: &ContextId) -> Result<SecretKey, ServiceError> {
+        match self.governed(context_id)? {
+            None => Ok(self.key.clone()),
+            Some((namespace_id, _)) => self.member_key(&namespace_id),
+        }
+    }
+
+    /// [`NodeService::write`] with `app_events` carried in the delta beside the governance
+    /// position (an application call's events; every node applying the delta delivers them).
+    pub(super) fn commit(
+        &self,
+        context_id: &ContextId,
+        actions: Vec<Action>,
+        app_events: Vec<Event>,
+    ) -> Result<(DeltaId, Hash), ServiceError> {
         // A context this node left is read-only here until it joins again (even if an admin
         // made it a member again meanwhile: it no longer syncs the context).
         if self.has_left(context_id)? {
@@ -34,7 +54,7 @@ impl<B: Backend> NodeService<B> {
                 "this node left context {context_id}; join it again (context_join) to write"
             )));
         }
-        let (key, events) = match self.governed(context_id)? {
+        let (key, mut events) = match self.governed(context_id)? {
             None => (self.key.clone(), Vec::new()),
             Some((namespace_id, group_id)) => {
                 let key = self.member_key(&namespace_id)?;
@@ -47,16 +67,20 @@ impl<B: Backend> NodeService<B> {
                 (key, vec![position.to_event()])
             }
         };
+        events.extend(app_events);
+        let carried = events.clone();
         match self.engine.write_with_events(context_id, &key, actions, events) {
             Ok((delta_id, root_hash)) => {
+                let author = key.public_key();
                 self.metrics.delta_applied(Source::Local);
                 self.emit(ContextEvent::DeltaApplied {
                     context_id: *context_id,
                     delta_id,
-                    author: key.public_key(),
+                    author,
                     root_hash,
                     source: Source::Local,
                 });
+                self.delta_applied(context_id, &delta_id, &author, &carried);
                 self.publish_delta(context_id, &delta_id);
                 Ok((delta_id, root_hash))
             }
@@ -108,13 +132,17 @@ impl<B: Backend> NodeService<B> {
         let root_hash = self.engine.view(context_id)?.root_hash;
         for (delta_id, delta) in applied.iter().zip(self.engine.deltas(context_id, applied)?) {
             self.metrics.delta_applied(Source::Remote);
+            let author = delta.as_ref().map_or(PublicKey::default(), |d| d.author);
             self.emit(ContextEvent::DeltaApplied {
                 context_id: *context_id,
                 delta_id: *delta_id,
-                author: delta.map_or(PublicKey::default(), |d| d.author),
+                author,
                 root_hash,
                 source: Source::Remote,
             });
+            if let Some(delta) = delta {
+                self.delta_applied(context_id, delta_id, &author, &delta.events);
+            }
         }
         Ok(())
     }

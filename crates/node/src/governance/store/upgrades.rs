@@ -29,16 +29,7 @@ impl<B: Backend> Governance<B> {
         installed: impl Fn(&ApplicationId) -> Option<ApplicationMeta>,
     ) -> Result<Vec<(ContextId, GroupContextLastMigrationValue)>, GovernanceError> {
         let _serial = lock(&self.migrations);
-        let namespace_id = self.namespace_of(group_id)?;
-        let Some((upgrade, target, contexts)) = self.with_loaded(&namespace_id, |l| {
-            l.folded.state.group(group_id).and_then(|g| {
-                let u = g.upgrade.clone()?;
-                Some((u, g.meta.target_application_id, g.contexts.iter().copied().collect::<Vec<_>>()))
-            })
-        })?
-        else {
-            return Ok(Vec::new());
-        };
+        let Some((upgrade, target, contexts)) = self.current_upgrade(group_id)? else { return Ok(Vec::new()) };
         let mut written = Vec::new();
         for context_id in &contexts {
             for attempt in 0.. {
@@ -102,6 +93,83 @@ impl<B: Backend> Governance<B> {
             self.store.put(&GroupUpgradeKey { group_id: *group_id }, &progressed)?;
         }
         Ok(written)
+    }
+
+    /// Records what a migration of one of the group's contexts did (0x2B) with this node's
+    /// progress (0x24), and moves the context to `application` when given, in one batch.
+    /// For upgrades that name a migration: the migration's delta says whether it ran, and
+    /// each node applying it records it here (see the service's `apps`). A context this node
+    /// does not hold, or a group without an upgrade, records nothing.
+    pub fn record_migration(
+        &self,
+        group_id: &GroupId,
+        context_id: &ContextId,
+        record: &GroupContextLastMigrationValue,
+        application: Option<&ApplicationMeta>,
+    ) -> Result<(), GovernanceError> {
+        let _serial = lock(&self.migrations);
+        let Some((upgrade, target, contexts)) = self.current_upgrade(group_id)? else { return Ok(()) };
+        for attempt in 0.. {
+            let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { return Ok(()) };
+            let mut batch = self.store.batch();
+            if let Some(application) = application.filter(|a| a.application_id != meta.application.application_id) {
+                let mut moved = meta.clone();
+                moved.application = application.clone();
+                batch.require_value(&ContextMeta { context_id: *context_id }, &meta);
+                batch.put(&ContextMeta { context_id: *context_id }, &moved);
+            }
+            batch.put(&GroupContextLastMigration { group_id: *group_id, context_id: *context_id }, record);
+            let progressed = self.progress(*group_id, &upgrade, target, &contexts, Some((*context_id, record)))?;
+            batch.put(&GroupUpgradeKey { group_id: *group_id }, &progressed);
+            match self.store.write(batch) {
+                Ok(()) => return Ok(()),
+                Err(StoreError::Conflict { .. }) if attempt < MIGRATION_RETRIES => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// This node's counts for the group's latest upgrade, whatever its status: of the group's
+    /// contexts held here (`total`), those running the target (`completed`) and those whose
+    /// last move to it failed (`failed`).
+    pub fn upgrade_counts(&self, group_id: &GroupId) -> Result<(u64, u64, u64), GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        let Some((target, contexts)) = self.with_loaded(&namespace_id, |l| {
+            l.folded.state.group(group_id).map(|g| (g.meta.target_application_id, g.contexts.clone()))
+        })?
+        else {
+            return Ok((0, 0, 0));
+        };
+        let (mut total, mut completed, mut failed) = (0, 0, 0);
+        for context_id in contexts {
+            let Some(meta) = self.store.get(&ContextMeta { context_id })? else { continue };
+            total += 1;
+            if meta.application.application_id == target {
+                completed += 1;
+            } else if self
+                .store
+                .get(&GroupContextLastMigration { group_id: *group_id, context_id })?
+                .is_some_and(|r| r.to_application == target && r.error.is_some())
+            {
+                failed += 1;
+            }
+        }
+        Ok((total, completed, failed))
+    }
+
+    /// The group's upgrade in the current fold, its target application and its contexts.
+    fn current_upgrade(
+        &self,
+        group_id: &GroupId,
+    ) -> Result<Option<(GroupUpgradeValue, ApplicationId, Vec<ContextId>)>, GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        self.with_loaded(&namespace_id, |l| {
+            l.folded.state.group(group_id).and_then(|g| {
+                let u = g.upgrade.clone()?;
+                Some((u, g.meta.target_application_id, g.contexts.iter().copied().collect::<Vec<_>>()))
+            })
+        })
     }
 
     /// The last migration recorded for a context of a group on this node.

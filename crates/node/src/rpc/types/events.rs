@@ -74,6 +74,18 @@ pub enum Event {
         /// Why it failed (null unless `failed`).
         reason: Option<String>,
     },
+    /// An application event, carried by a delta applied here (sent on every node that
+    /// applies the delta).
+    AppEvent {
+        /// The context.
+        context_id: String,
+        /// The delta that carried it.
+        delta_id: String,
+        /// The delta's author (the identity the call ran as).
+        author: String,
+        /// The event: its kind and data (base64). Nested, as `kind` tags the notification.
+        event: super::AppEventData,
+    },
     /// A peer sent a delta this node refused.
     Rejected {
         /// The context.

@@ -6,6 +6,7 @@
 //! Ids are 64 lowercase hex characters, carried as strings: the server parses them and names
 //! the field in its error. Results that hold nothing are `{}` ([`Empty`]).
 
+mod apps;
 mod contexts;
 mod events;
 mod groups;
@@ -14,6 +15,7 @@ mod state;
 
 use serde::{Deserialize, Serialize};
 
+pub use apps::*;
 pub use contexts::*;
 pub use events::*;
 pub use groups::*;

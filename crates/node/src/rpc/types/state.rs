@@ -174,6 +174,10 @@ pub struct Delta {
     pub applied: bool,
     /// The author's signature over the delta id.
     pub signature: String,
+    /// The events it carries: an application call's, and the node's own (kinds starting
+    /// with `weft.`, such as the governance position it was written at).
+    #[serde(default)]
+    pub events: Vec<super::AppEventData>,
 }
 
 /// A hybrid logical timestamp.
