@@ -116,7 +116,7 @@ fn chain_by(seed: u8, writes: &[Vec<(u8, Option<u8>)>]) -> Vec<ContextDagDeltaVa
                     None => Action::Delete { key: vec![b'k', *k] },
                 })
                 .collect();
-            let (id, _) = author.write(&CTX, &secret, actions).unwrap();
+            let id = author.write(&CTX, &secret, actions).unwrap().delta.delta_id;
             let mut d = author.delta(&CTX, &id).unwrap().unwrap();
             d.applied = false;
             d

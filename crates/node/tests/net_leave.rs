@@ -19,7 +19,7 @@ const QUIET: Duration = Duration::from_millis(2400);
 const WITHIN: Duration = Duration::from_secs(30);
 
 async fn write(node: &Node<MemoryBackend>, key: &str) {
-    let (id, _) = node.engine.write(&CTX, &node.secret, put(key, key)).unwrap();
+    let id = node.engine.write(&CTX, &node.secret, put(key, key)).unwrap().delta.delta_id;
     node.net.publish(CTX, node.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
 }
 

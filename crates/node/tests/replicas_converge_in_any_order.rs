@@ -41,7 +41,7 @@ fn history(steps: &[Step]) -> Vec<ContextDagDeltaValue> {
                         None => Action::Delete { key: vec![b'k', *k] },
                     })
                     .collect();
-                let (id, _) = authors[*a].write(&CTX, &keys[*a], actions).unwrap();
+                let id = authors[*a].write(&CTX, &keys[*a], actions).unwrap().delta.delta_id;
                 all.push(authors[*a].delta(&CTX, &id).unwrap().unwrap());
             }
             Step::Sync(a, b) => {

@@ -1,8 +1,8 @@
 //! The task that drives the swarm. It owns the swarm and every mechanism's state (a part per
 //! file: [`Inbound`], a [`LogSync`] for contexts and one for namespaces, [`Snapshots`],
-//! [`Repairs`], [`KeyRequests`], [`DeferredDeltas`]) and runs one loop: commands from the [`Network`]
-//! handle first, then the anti-entropy tick, then swarm events, then a round of queued
-//! inbound work. Each tick (every `anti_entropy_interval`) and each new connection asks
+//! [`Repairs`], [`KeyRequests`], [`DeferredDeltas`], the [`Applier`]) and runs one loop:
+//! commands from the [`Network`] handle first, then the anti-entropy tick, then deltas the
+//! applier is done with, then swarm events, then a round of queued inbound work. Each tick (every `anti_entropy_interval`) and each new connection asks
 //! peers for the status of the namespaces and contexts held here — ops before deltas, since
 //! deltas may cite ops — at most a share of them per peer and round ([`Driver::round_share`]),
 //! taken in turn, so a node holding more than a round's share checks every one within a
@@ -28,6 +28,7 @@ use weft_primitives::{ContextId, KeyId, NamespaceId};
 use weft_store::schema::ContextLeft;
 use weft_store::{Backend, Read};
 
+use super::applier::Applier;
 use super::contexts::Contexts;
 use super::deferred::DeferredDeltas;
 use super::governance::Namespaces;
@@ -88,6 +89,8 @@ pub(super) struct Driver<B: Backend> {
     pub(super) keys: KeyRequests,
     /// Deltas waiting for the governance ops they cite.
     pub(super) deferred: DeferredDeltas,
+    /// The thread applying received deltas (see `applier.rs`).
+    pub(super) applier: Applier,
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -101,6 +104,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         events: broadcast::Sender<NetEvent>,
         stats: Arc<NetStats>,
     ) -> Self {
+        let applier = Applier::start(engine.clone(), authorizer.clone());
         Driver {
             swarm,
             engine,
@@ -118,6 +122,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             repairs: Repairs::default(),
             keys: KeyRequests::default(),
             deferred: DeferredDeltas::default(),
+            applier,
         }
     }
 
@@ -153,7 +158,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         loop {
             // Take in what the swarm has ready (queuing inbound work per peer), then serve a
             // round; while work is queued, a round runs at least every EVENTS_PER_ROUND events.
-            let take_in = self.inbound.queued == 0 || self.inbound.since_round < EVENTS_PER_ROUND;
+            // No round while the applier is full: the queues bound what waits meanwhile.
+            let serve = self.inbound.queued > 0 && self.applier.has_room();
+            let take_in = !serve || self.inbound.since_round < EVENTS_PER_ROUND;
             tokio::select! {
                 biased;
                 command = commands.recv() => match command {
@@ -168,12 +175,16 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     None => return,
                 },
                 _ = tick.tick() => self.on_tick(),
+                done = self.applier.done.recv(), if self.applier.in_flight > 0 => match done {
+                    Some(done) => self.on_applied(done),
+                    None => self.applier.gone(),
+                },
                 event = self.swarm.select_next_some(), if take_in => {
                     self.inbound.since_round =
                         if self.inbound.queued == 0 { 0 } else { self.inbound.since_round + 1 };
                     self.on_swarm_event(event);
                 }
-                () = std::future::ready(()), if self.inbound.queued > 0 => self.serve_round(),
+                () = std::future::ready(()), if serve => self.serve_round(),
             }
         }
     }

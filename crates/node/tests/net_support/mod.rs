@@ -154,7 +154,8 @@ pub async fn publish_ops(node: &Node<MemoryBackend>, ns: NamespaceId, ops: &[OpI
 /// published.
 pub async fn write_as(node: &Node<MemoryBackend>, ns: NamespaceId, author: &SecretKey, k: &str) {
     let position = node.gov.position(&ns).unwrap();
-    let (id, _) = node.engine.write_with_events(&CTX, author, put(k, "v"), vec![position.to_event()]).unwrap();
+    let id =
+        node.engine.write_with_events(&CTX, author, put(k, "v"), vec![position.to_event()]).unwrap().delta.delta_id;
     node.net.publish(CTX, node.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
 }
 
