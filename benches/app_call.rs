@@ -16,6 +16,8 @@
 //! the runtime's overhead per call ≤ 50 µs.
 //!
 //! Run: `./x bench --bench app_call` (or `cargo bench --workspace --bench app_call`).
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

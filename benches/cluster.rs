@@ -132,9 +132,9 @@ async fn listen_addr(net: &Network) -> R<Multiaddr> {
 
 /// Writes on `node` and publishes the delta; returns its id and the root after it.
 async fn write_and_publish(node: &Node, key: String) -> R<(DeltaId, Hash)> {
-    let (id, root) = node.engine.write(&CTX, &node.secret, put(key))?;
-    let delta = node.engine.delta(&CTX, &id)?.ok_or("a delta just written is not stored")?;
-    node.net.publish(CTX, delta).await?;
+    let written = node.engine.write(&CTX, &node.secret, put(key))?;
+    let (id, root) = (written.delta.delta_id, written.root_hash);
+    node.net.publish(CTX, written.delta).await?;
     Ok((id, root))
 }
 
@@ -229,11 +229,11 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
         collectors.push(tokio::spawn(async move {
             loop {
                 match events.recv().await {
-                    Ok(NetEvent::Applied { context_id, delta_ids }) if context_id == CTX => {
+                    Ok(NetEvent::Applied { context_id, deltas, .. }) if context_id == CTX => {
                         let now = Instant::now();
                         let mut record = lock(&record);
-                        for id in delta_ids {
-                            record.applied.entry(id).or_insert(now);
+                        for delta in deltas {
+                            record.applied.entry(delta.delta_id).or_insert(now);
                         }
                         if let Ok(view) = engine.view(&CTX) {
                             if let [head] = view.heads.as_slice() {
@@ -270,9 +270,9 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
                     std::thread::sleep(due - now);
                 }
                 let t0 = Instant::now();
-                let (id, root) = engine.write(&CTX, &secret, put(format!("lat/{i:08}")))?;
-                let delta = engine.delta(&CTX, &id)?.ok_or("a delta just written is not stored")?;
-                lock(&roots).insert(id, root);
+                let wrote = engine.write(&CTX, &secret, put(format!("lat/{i:08}")))?;
+                let (id, delta) = (wrote.delta.delta_id, wrote.delta);
+                lock(&roots).insert(id, wrote.root_hash);
                 written.push((id, t0));
                 handle.block_on(net.publish(CTX, delta))?;
             }
@@ -561,8 +561,7 @@ async fn repair(keys: u64, diffs: u64) -> R<String> {
                         value: (k as u32).to_le_bytes().to_vec(),
                     })
                     .collect();
-                let (id, _) = p_engine.write(&CTX, &secret, actions)?;
-                let mut delta = p_engine.delta(&CTX, &id)?.ok_or("a delta just written is not stored")?;
+                let mut delta = p_engine.write(&CTX, &secret, actions)?.delta;
                 delta.applied = false;
                 batch.push(delta);
                 if batch.len() == 50 || chunk + 1 == chunks {

@@ -2,7 +2,6 @@
 //!
 //! The umbrella crate: re-exports the workspace's libraries and owns the
 //! end-to-end tests (`tests/`) and the benchmarks (`benches/`).
-#![deny(missing_docs)]
 
 pub use weft_dag as dag;
 pub use weft_node as node;

@@ -3,7 +3,6 @@
 //! The binaries are thin: `home` is the node's home directory (init, secrets, the
 //! lock), `daemon` is `weftd run | backup | inspect`, `cli` is `weft`'s commands over
 //! the JSON-RPC API. The node itself (config, service, RPC server) is weft-node.
-#![deny(missing_docs)]
 
 pub mod cli;
 pub mod daemon;

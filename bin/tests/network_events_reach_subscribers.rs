@@ -93,7 +93,7 @@ async fn remote_deltas_and_divergences_reach_the_service_event_stream() {
     let mut events = a.subscribe();
     let put = |k: &str| vec![Action::Put { key: k.as_bytes().to_vec(), value: b"v".to_vec() }];
     let actions = put("from-b");
-    let (delta_id, _) = blocking(&b, move |s| s.write(&ctx, actions).unwrap()).await;
+    let delta_id = blocking(&b, move |s| s.write(&ctx, actions).unwrap()).await.delta_id;
     let applied = next_event(&mut events, |e| matches!(e, ContextEvent::DeltaApplied { .. })).await;
     match applied {
         ContextEvent::DeltaApplied { context_id, delta_id: id, author, source, .. } => {

@@ -39,7 +39,7 @@ enum Command {
     /// harmless; options that contradict an existing config.toml are refused.
     Init {
         /// Address for the JSON-RPC server [default: 127.0.0.1:7528]. Port 0 picks a free
-        /// port; the running daemon writes the bound address to <home>/rpc-addr.
+        /// port; the running daemon writes the bound address to the file rpc-addr in its home.
         #[arg(long, value_name = "ADDR")]
         rpc_listen: Option<std::net::SocketAddr>,
         /// Multiaddr to listen on for peers, repeatable [default: /ip4/0.0.0.0/tcp/7428].

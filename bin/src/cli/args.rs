@@ -16,7 +16,7 @@ use super::subscriptions::SyncCmd;
 /// weft: drive a weft node over its JSON-RPC admin API.
 ///
 /// Reads the admin token from the node's home directory (--home, else $WEFT_HOME, else
-/// ~/.weft) and finds the node's address there too (<home>/rpc-addr, written by the running
+/// ~/.weft) and finds the node's address there too (its file rpc-addr, written by the running
 /// weftd, else config.toml). Keys and values are UTF-8 text unless --base64 is given.
 #[derive(Parser, Debug)]
 #[command(name = "weft", version, propagate_version = true)]

@@ -72,7 +72,7 @@ pub enum StateCmd {
     },
     /// Print a key's value; exit status 1 if it is not set (state_get).
     Get(KeyArgs),
-    /// List entries in key order, one "key<TAB>value" per line (state_scan).
+    /// List entries in key order, one "key TAB value" per line (state_scan).
     Scan {
         /// The context id.
         context_id: String,

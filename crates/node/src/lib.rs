@@ -4,8 +4,6 @@
 //! ([`trie`]), group governance ([`governance`]), the libp2p network and sync
 //! ([`net`]), the service that runs them over one store ([`service`]), the JSON-RPC
 //! server ([`rpc`]), configuration, metrics and storage statistics.
-#![deny(missing_docs, unsafe_code)]
-#![warn(clippy::unwrap_used)]
 
 pub mod config;
 pub mod context;

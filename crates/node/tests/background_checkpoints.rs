@@ -6,6 +6,7 @@
 //!
 //! The store here holds the checkpoint thread's write until the test lets it go (or fails
 //! it), so "meanwhile" is certain rather than a matter of timing.
+#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 
@@ -150,7 +151,7 @@ fn deltas_applied_while_a_checkpoint_is_written_stay_journaled() {
     assert_eq!(before.flushing_bytes, before.dirty_bytes, "all of them are being written");
 
     // Meanwhile a delta changes keys under the flushing nodes and adds its own.
-    let (_, root) = engine.write(&CTX, &author, put(50..90, 3)).unwrap();
+    let root = engine.write(&CTX, &author, put(50..90, 3)).unwrap().root_hash;
     assert_eq!(journal_seqs(&store), vec![0, 1, 2]);
     assert_eq!(engine.view(&CTX).unwrap().root_hash, root);
     // The idle pass leaves the context for later rather than wait for its own checkpoint.
@@ -180,7 +181,7 @@ fn a_failed_background_checkpoint_leaves_its_nodes_dirty_and_the_journal_whole()
     store.backend().set(Gate::Fail);
     assert_eq!(engine.checkpoint_idle(Duration::ZERO).unwrap(), 1);
     store.backend().await_arrivals(1);
-    let (_, root) = engine.write(&CTX, &author, put(30..50, 2)).unwrap();
+    let root = engine.write(&CTX, &author, put(30..50, 2)).unwrap().root_hash;
     engine.wait_for_checkpoint();
     assert_eq!(journal_seqs(&store), vec![0, 1], "nothing of the failed checkpoint was written");
     assert_eq!(engine.trie_stats().checkpoints, 0);
@@ -204,7 +205,7 @@ fn a_crash_after_a_failed_background_checkpoint_recovers_from_the_journal() {
     engine.write(&CTX, &author, put(0..40, 1)).unwrap();
     store.backend().set(Gate::Fail);
     assert_eq!(engine.checkpoint_idle(Duration::ZERO).unwrap(), 1);
-    let (_, root) = engine.write(&CTX, &author, put(10..20, 9)).unwrap();
+    let root = engine.write(&CTX, &author, put(10..20, 9)).unwrap().root_hash;
     engine.wait_for_checkpoint();
     store.backend().set(Gate::Open);
     crash_and_check(engine, &store, root);
@@ -216,7 +217,7 @@ fn a_failed_background_checkpoint_is_tried_again_when_the_context_is_idle() {
     let engine = engine_over(&store);
     engine.create_context(CTX, app()).unwrap();
     let author = SecretKey::from_bytes(&[6; 32]);
-    let (_, root) = engine.write(&CTX, &author, put(0..40, 1)).unwrap();
+    let root = engine.write(&CTX, &author, put(0..40, 1)).unwrap().root_hash;
     store.backend().set(Gate::Fail);
     assert_eq!(engine.checkpoint_idle(Duration::ZERO).unwrap(), 1);
     engine.wait_for_checkpoint();
@@ -238,7 +239,7 @@ fn a_clean_stop_waits_for_the_checkpoint_in_flight() {
     let engine = engine_over(&store);
     engine.create_context(CTX, app()).unwrap();
     let author = SecretKey::from_bytes(&[7; 32]);
-    let (_, root) = engine.write(&CTX, &author, put(0..40, 1)).unwrap();
+    let root = engine.write(&CTX, &author, put(0..40, 1)).unwrap().root_hash;
     assert_eq!(engine.checkpoint_idle(Duration::ZERO).unwrap(), 1);
     store.backend().await_arrivals(1);
     // Nothing else is dirty: the stop has only the checkpoint in flight to see to.
@@ -265,7 +266,7 @@ fn another_contexts_checkpoints_do_not_wait_for_the_one_in_flight() {
     engine.create_context(CTX, app()).unwrap();
     engine.create_context(OTHER, app()).unwrap();
     let author = SecretKey::from_bytes(&[8; 32]);
-    let (_, root) = engine.write(&CTX, &author, put(0..40, 1)).unwrap();
+    let root = engine.write(&CTX, &author, put(0..40, 1)).unwrap().root_hash;
     assert_eq!(engine.checkpoint_idle(Duration::ZERO).unwrap(), 1);
     store.backend().await_arrivals(1);
 
@@ -300,7 +301,7 @@ fn a_small_change_to_a_context_in_flight_is_left_for_later_by_the_idle_pass() {
     assert!(engine.trie_stats().dirty_bytes > 4096, "a checkpoint for the background");
     assert_eq!(engine.checkpoint_idle(Duration::ZERO).unwrap(), 1);
     store.backend().await_arrivals(1);
-    let (_, root) = engine.write(&CTX, &author, put(7..8, 2)).unwrap();
+    let root = engine.write(&CTX, &author, put(7..8, 2)).unwrap().root_hash;
     // Small enough to write in place, but it must come after the write in flight: left
     // for a later pass.
     assert_eq!(without_waiting(&store, || engine.checkpoint_idle(Duration::ZERO).unwrap()), 0);

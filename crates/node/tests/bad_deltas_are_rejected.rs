@@ -1,11 +1,12 @@
 //! Each kind of invalid delta is a typed error, and nothing is written.
+#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 
 use std::collections::BTreeSet;
 
 use common::{memory_engine, CTX};
-use weft_node::context::{sign_delta, AnyAuthor, ContextEngine, EngineError, InvalidDelta};
+use weft_node::context::{sign_delta, AnyAuthor, ApplyOutcome, ContextEngine, EngineError, InvalidDelta};
 use weft_primitives::{Action, ContextDagDeltaValue, DeltaId, HybridTimestamp, SecretKey, Signature};
 use weft_store::MemoryBackend;
 
@@ -177,8 +178,8 @@ fn a_bad_signature_in_a_batch_rejects_only_that_delta() {
             ),
             70 => assert!(matches!(r, Err(EngineError::Invalid(InvalidDelta::WrongId { .. })))),
             // Before the bad one: applied in order. After it: waiting for it.
-            i if i < 40 => assert_eq!(r.as_ref().unwrap().applied, vec![deltas[i].delta_id]),
-            _ => assert_eq!(r.as_ref().unwrap().applied, Vec::<DeltaId>::new()),
+            i if i < 40 => assert_eq!(applied_ids(r), vec![deltas[i].delta_id]),
+            _ => assert_eq!(applied_ids(r), Vec::<DeltaId>::new()),
         }
     }
     let view = engine.view(&CTX).unwrap();
@@ -208,8 +209,8 @@ fn a_long_batch_checks_signatures_chunk_by_chunk() {
                 "{i}: {r:?}"
             ),
             520 => assert!(matches!(r, Err(EngineError::Invalid(InvalidDelta::WrongId { .. })))),
-            i if i < 300 => assert_eq!(r.as_ref().unwrap().applied, vec![deltas[i].delta_id]),
-            _ => assert_eq!(r.as_ref().unwrap().applied, Vec::<DeltaId>::new()),
+            i if i < 300 => assert_eq!(applied_ids(r), vec![deltas[i].delta_id]),
+            _ => assert_eq!(applied_ids(r), Vec::<DeltaId>::new()),
         }
     }
     let view = engine.view(&CTX).unwrap();
@@ -234,7 +235,7 @@ fn a_batch_past_the_run_byte_budget_spans_runs() {
     let results = engine.receive_many(&CTX, deltas.clone(), &AnyAuthor);
     assert_eq!(results.len(), 40);
     for (i, r) in results.iter().enumerate().take(39) {
-        assert_eq!(r.as_ref().unwrap().applied, vec![deltas[i].delta_id], "{i}");
+        assert_eq!(applied_ids(r), vec![deltas[i].delta_id], "{i}");
     }
     assert!(matches!(results[39], Err(EngineError::Invalid(InvalidDelta::BadSignature(_)))));
     let view = engine.view(&CTX).unwrap();
@@ -266,4 +267,9 @@ fn a_full_pending_set_refuses_and_changes_nothing() {
     assert!(matches!(engine.receive(&CTX, third.clone(), &AnyAuthor), Err(EngineError::PendingFull { limit: 2 })));
     assert_eq!(engine.delta(&CTX, &third.delta_id).unwrap(), None);
     assert_eq!(engine.view(&CTX).unwrap().status.pending_count, 2);
+}
+
+/// The ids of the deltas an apply applied.
+fn applied_ids(r: &Result<ApplyOutcome, EngineError>) -> Vec<DeltaId> {
+    r.as_ref().unwrap().applied.iter().map(|a| a.delta_id).collect()
 }

@@ -1,4 +1,5 @@
 //! Helpers shared by the engine tests.
+#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
 #![allow(dead_code)]
 
 use weft_node::context::{ContextEngine, EngineConfig};
@@ -7,12 +8,15 @@ use weft_store::backend::{Precondition, RawRange};
 use weft_store::schema::Column;
 use weft_store::{Backend, MemoryBackend, RawRead, RocksBackend, RocksConfig, Store};
 
+/// The application every test context runs.
 pub fn app() -> ApplicationMeta {
     ApplicationMeta { name: "test".into(), version: "1".into(), ..Default::default() }
 }
 
+/// The context the engine tests write to.
 pub const CTX: ContextId = ContextId([0xC0; 32]);
 
+/// An engine over memory holding [`CTX`].
 pub fn memory_engine() -> ContextEngine<MemoryBackend> {
     let store = Store::open(MemoryBackend::new::<Column>()).expect("store");
     let engine = ContextEngine::new(store, EngineConfig::default());
@@ -20,6 +24,7 @@ pub fn memory_engine() -> ContextEngine<MemoryBackend> {
     engine
 }
 
+/// An engine over RocksDB in `dir` (no context created).
 pub fn rocks_engine(dir: &std::path::Path) -> ContextEngine<RocksBackend> {
     let backend = RocksBackend::open::<Column>(dir, &RocksConfig::default()).expect("open");
     ContextEngine::new(Store::open(backend).expect("store"), EngineConfig::default())
@@ -64,6 +69,7 @@ pub struct Hooked<H> {
 }
 
 impl<H: Hooks> Hooked<H> {
+    /// A memory backend behind `hooks`.
     pub fn new(hooks: H) -> Self {
         Hooked { inner: MemoryBackend::new::<Column>(), hooks }
     }

@@ -12,8 +12,8 @@ fn a_root_mismatch_marks_the_context_diverged() {
     let author = memory_engine();
     let receiver = memory_engine();
     let secret = SecretKey::from_bytes(&[1; 32]);
-    let (id, root) =
-        author.write(&CTX, &secret, vec![Action::Put { key: b"a".to_vec(), value: b"1".to_vec() }]).unwrap();
+    let written = author.write(&CTX, &secret, vec![Action::Put { key: b"a".to_vec(), value: b"1".to_vec() }]).unwrap();
+    let (id, root) = (written.delta.delta_id, written.root_hash);
     let mut honest = author.delta(&CTX, &id).unwrap().unwrap();
     assert_eq!(honest.expected_root_hash, root);
     honest.applied = false;
@@ -21,12 +21,20 @@ fn a_root_mismatch_marks_the_context_diverged() {
     assert!(outcome.divergences.is_empty());
     assert_eq!(receiver.view(&CTX).unwrap().root_hash, root);
 
-    let (id2, _) = author.write(&CTX, &secret, vec![Action::Put { key: b"b".to_vec(), value: b"2".to_vec() }]).unwrap();
+    let id2 = author
+        .write(&CTX, &secret, vec![Action::Put { key: b"b".to_vec(), value: b"2".to_vec() }])
+        .unwrap()
+        .delta
+        .delta_id;
     let mut lying = author.delta(&CTX, &id2).unwrap().unwrap();
     lying.applied = false;
     lying.expected_root_hash = Hash::digest(b"not the root");
     let outcome = receiver.receive(&CTX, lying, &AnyAuthor).unwrap();
-    assert_eq!(outcome.applied, vec![id2]);
+    assert_eq!(
+        outcome.applied.iter().map(|a| (a.delta_id, a.author)).collect::<Vec<_>>(),
+        [(id2, secret.public_key())]
+    );
+    assert_eq!(outcome.applied[0].root_hash, receiver.view(&CTX).unwrap().root_hash);
     assert_eq!(outcome.divergences.len(), 1);
     assert_eq!(outcome.divergences[0].expected, Hash::digest(b"not the root"));
     let view = receiver.view(&CTX).unwrap();
@@ -50,12 +58,16 @@ fn a_delta_not_on_the_local_heads_is_not_compared() {
     let a = memory_engine();
     let b = memory_engine();
     let receiver = memory_engine();
-    let (ida, _) = a
+    let ida = a
         .write(&CTX, &SecretKey::from_bytes(&[1; 32]), vec![Action::Put { key: b"x".to_vec(), value: b"a".to_vec() }])
-        .unwrap();
-    let (idb, _) = b
+        .unwrap()
+        .delta
+        .delta_id;
+    let idb = b
         .write(&CTX, &SecretKey::from_bytes(&[2; 32]), vec![Action::Put { key: b"y".to_vec(), value: b"b".to_vec() }])
-        .unwrap();
+        .unwrap()
+        .delta
+        .delta_id;
     for (engine, id) in [(&a, ida), (&b, idb)] {
         let mut d = engine.delta(&CTX, &id).unwrap().unwrap();
         d.applied = false;
@@ -87,7 +99,7 @@ fn the_trie_cache_never_changes_a_root() {
                     }
                 })
                 .collect();
-            let (_, root) = engine.write(&CTX, &secret, actions).unwrap();
+            let root = engine.write(&CTX, &secret, actions).unwrap().root_hash;
             assert_eq!(root, engine.recompute_root(&CTX).unwrap(), "cache {cache}, round {round}");
         }
     }

@@ -4,6 +4,7 @@
 //! engine's memory must not run ahead of it: whatever writes fail, and wherever, a replica
 //! that is sent the same deltas again ends with exactly the state, heads, root and stored
 //! trie of a replica that never saw a failure.
+#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 
@@ -116,7 +117,7 @@ fn chain_by(seed: u8, writes: &[Vec<(u8, Option<u8>)>]) -> Vec<ContextDagDeltaVa
                     None => Action::Delete { key: vec![b'k', *k] },
                 })
                 .collect();
-            let (id, _) = author.write(&CTX, &secret, actions).unwrap();
+            let id = author.write(&CTX, &secret, actions).unwrap().delta.delta_id;
             let mut d = author.delta(&CTX, &id).unwrap().unwrap();
             d.applied = false;
             d

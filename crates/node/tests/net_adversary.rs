@@ -3,6 +3,7 @@
 //! and ops, and lies when asked. The honest nodes reject or ignore all of it, keep
 //! serving, and still converge. A peer flooding requests and gossip past its per-peer
 //! bounds is refused (`Busy`) or dropped, counted by reason, and the others converge.
+#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
 
 mod net_support;
 
@@ -303,7 +304,7 @@ async fn garbage_oversized_forged_and_replayed_messages_are_rejected_and_the_oth
     let b = start(memory_store(), 2, config(vec![a_addr.clone()], TICK), false, &[CTX]).await;
     b.net.join_namespace(ns).await.unwrap();
     for i in 0..5 {
-        let (id, _) = a.engine.write(&CTX, &a.secret, put(&format!("a{i}"), "x")).unwrap();
+        let id = a.engine.write(&CTX, &a.secret, put(&format!("a{i}"), "x")).unwrap().delta.delta_id;
         a.net.publish(CTX, a.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
     }
     context_converged(&[&a, &b], CTX, WITHIN).await;
@@ -458,7 +459,7 @@ async fn garbage_oversized_forged_and_replayed_messages_are_rejected_and_the_oth
     // forged deltas, oversized and garbage frames, a forged op. Let several rounds pass
     // while the honest nodes keep writing.
     for i in 0..10 {
-        let (id, _) = b.engine.write(&CTX, &b.secret, put(&format!("b{i}"), "y")).unwrap();
+        let id = b.engine.write(&CTX, &b.secret, put(&format!("b{i}"), "y")).unwrap().delta.delta_id;
         b.net.publish(CTX, b.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
         tokio::time::sleep(TICK / 2).await;
     }
@@ -594,7 +595,7 @@ async fn a_peer_flooding_past_its_rate_is_refused_and_honest_peers_converge() {
     let a_addr = addr(&a.net).await;
     let b = start(memory_store(), 2, config(vec![a_addr.clone()], TICK), false, &[CTX]).await;
     for i in 0..5 {
-        let (id, _) = a.engine.write(&CTX, &a.secret, put(&format!("a{i}"), "x")).unwrap();
+        let id = a.engine.write(&CTX, &a.secret, put(&format!("a{i}"), "x")).unwrap().delta.delta_id;
         a.net.publish(CTX, a.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
     }
     context_converged(&[&a, &b], CTX, WITHIN).await;
@@ -627,7 +628,7 @@ async fn a_peer_flooding_past_its_rate_is_refused_and_honest_peers_converge() {
     }
     // Meanwhile the honest peer writes.
     for i in 0..10 {
-        let (id, _) = b.engine.write(&CTX, &b.secret, put(&format!("b{i}"), "y")).unwrap();
+        let id = b.engine.write(&CTX, &b.secret, put(&format!("b{i}"), "y")).unwrap().delta.delta_id;
         b.net.publish(CTX, b.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
     }
     eventually(WITHIN, "the gossip flood is counted", || {
@@ -687,7 +688,7 @@ async fn a_burst_past_the_peer_queue_is_refused_and_the_rest_served() {
     assert_eq!(stats.inbound_queue_peak.load(Ordering::Relaxed), depth as u64, "{stats:?}");
     // Nothing left queued once the burst is over; the honest peer still syncs.
     eventually(WITHIN, "the queues drain", || stats.inbound_queued.load(Ordering::Relaxed) == 0).await;
-    let (id, _) = b.engine.write(&CTX, &b.secret, put("after", "burst")).unwrap();
+    let id = b.engine.write(&CTX, &b.secret, put("after", "burst")).unwrap().delta.delta_id;
     b.net.publish(CTX, b.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
     context_converged(&[&a, &b], CTX, WITHIN).await;
 }

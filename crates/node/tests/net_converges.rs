@@ -1,6 +1,7 @@
 //! Real libp2p nodes on loopback: concurrent writes converge (equal roots at equal heads),
 //! a node that was away catches up in batches, and garbage gossip is rejected while the
 //! others carry on.
+#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 
@@ -50,10 +51,12 @@ async fn addr(node: &Node) -> libp2p::Multiaddr {
 }
 
 fn write(node: &Node, key: &str, value: &str) {
-    let (id, _) = node
+    let id = node
         .engine
         .write(&CTX, &node.secret, vec![Action::Put { key: key.as_bytes().to_vec(), value: value.as_bytes().to_vec() }])
-        .unwrap();
+        .unwrap()
+        .delta
+        .delta_id;
     let delta = node.engine.delta(&CTX, &id).unwrap().unwrap();
     let net = node.net.clone();
     tokio::spawn(async move { net.publish(CTX, delta).await.unwrap() });
@@ -106,8 +109,7 @@ async fn three_nodes_writing_concurrently_converge() {
 async fn a_node_that_was_away_catches_up_in_batches() {
     let a = node(1, vec![]).await;
     for i in 0..1_000 {
-        let (_, _) = a
-            .engine
+        a.engine
             .write(&CTX, &a.secret, vec![Action::Put { key: format!("k{i}").into_bytes(), value: vec![1] }])
             .unwrap();
     }

@@ -3,6 +3,7 @@
 //! missing triggers catch-up at once; deltas are authorized by governance on every
 //! node (a removed member's later deltas are rejected by all); and a delta that
 //! arrives before the ops it cites waits for them instead of being lost.
+#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
 
 mod net_support;
 
@@ -131,7 +132,8 @@ async fn members_deltas_apply_everywhere_and_a_removed_members_are_rejected_by_a
 
     // The member writes on B, citing B's governance position: every node applies it.
     let position = b.gov.position(&ns).unwrap();
-    let (id, _) = b.engine.write_with_events(&CTX, &member, put("k1", "v1"), vec![position.to_event()]).unwrap();
+    let id =
+        b.engine.write_with_events(&CTX, &member, put("k1", "v1"), vec![position.to_event()]).unwrap().delta.delta_id;
     b.net.publish(CTX, b.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
     context_converged(&[&a, &b, &c], CTX, WITHIN).await;
     for n in [&a, &b, &c] {
@@ -144,7 +146,8 @@ async fn members_deltas_apply_everywhere_and_a_removed_members_are_rejected_by_a
     act(&a, ns, root, &admin, OpBody::MemberRemoved { identity: member.public_key() }).await;
     governance_converged(&[&a, &b, &c], ns, WITHIN).await;
     let position = b.gov.position(&ns).unwrap();
-    let (id, _) = b.engine.write_with_events(&CTX, &member, put("k2", "v2"), vec![position.to_event()]).unwrap();
+    let id =
+        b.engine.write_with_events(&CTX, &member, put("k2", "v2"), vec![position.to_event()]).unwrap().delta.delta_id;
     b.net.publish(CTX, b.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
     for rx in &mut events {
         let reason = tokio::time::timeout(WITHIN, async {

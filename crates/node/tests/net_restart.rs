@@ -21,7 +21,7 @@ async fn a_node_stopped_while_deltas_are_written_catches_up_after_restart() {
     let a_addr = addr(&a.net).await;
     let b = start(rocks_store(b_dir.path()), 2, config(vec![a_addr.clone()], tick), false, &[CTX]).await;
     for i in 0..10 {
-        let (id, _) = a.engine.write(&CTX, &a.secret, put(&format!("before{i}"), "x")).unwrap();
+        let id = a.engine.write(&CTX, &a.secret, put(&format!("before{i}"), "x")).unwrap().delta.delta_id;
         a.net.publish(CTX, a.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
     }
     context_converged(&[&a, &b], CTX, Duration::from_secs(30)).await;

@@ -45,7 +45,7 @@ async fn a_fresh_node_joins_a_large_context_by_snapshot_and_catches_up() {
 
     // A keeps writing (and gossiping) while B receives the snapshot.
     for i in 0..20 {
-        let (id, _) = a.engine.write(&CTX, &a.secret, put(&format!("during{i}"), "x")).unwrap();
+        let id = a.engine.write(&CTX, &a.secret, put(&format!("during{i}"), "x")).unwrap().delta.delta_id;
         a.net.publish(CTX, a.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -3,6 +3,7 @@
 //! other's entries in both directions gives both the last-writer-wins merge of the two;
 //! a walk plus one exchange finds and repairs the differences in O(trie depth) round
 //! trips, leaving both at the state the deltas give; entries a peer invents are refused.
+#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 
@@ -51,7 +52,7 @@ fn history(steps: &[Step]) -> Vec<ContextDagDeltaValue> {
                 None => Action::Delete { key: key(*k) },
             })
             .collect();
-        let (id, _) = authors[*a].write(&CTX, &secrets[*a], actions).unwrap();
+        let id = authors[*a].write(&CTX, &secrets[*a], actions).unwrap().delta.delta_id;
         all.push(authors[*a].delta(&CTX, &id).unwrap().unwrap());
     }
     for d in &mut all {
@@ -314,7 +315,7 @@ fn repair_costs_follow_the_depth_and_the_differences() {
                 Action::Put { key: k.to_be_bytes().to_vec(), value: vec![(k % 251) as u8; 8] }
             })
             .collect();
-        let (id, _) = author.write(&CTX, &secret, actions).unwrap();
+        let id = author.write(&CTX, &secret, actions).unwrap().delta.delta_id;
         let mut d = author.delta(&CTX, &id).unwrap().unwrap();
         d.applied = false;
         deltas.push(d);
@@ -347,8 +348,10 @@ fn repair_costs_follow_the_depth_and_the_differences() {
 fn bogus_or_losing_entries_are_refused() {
     let secret = SecretKey::from_bytes(&[1; 32]);
     let e = memory_engine();
-    let (first, _) = e.write(&CTX, &secret, vec![Action::Put { key: b"k".to_vec(), value: b"v1".to_vec() }]).unwrap();
-    let (second, _) = e.write(&CTX, &secret, vec![Action::Put { key: b"k".to_vec(), value: b"v2".to_vec() }]).unwrap();
+    let first =
+        e.write(&CTX, &secret, vec![Action::Put { key: b"k".to_vec(), value: b"v1".to_vec() }]).unwrap().delta.delta_id;
+    let second =
+        e.write(&CTX, &secret, vec![Action::Put { key: b"k".to_vec(), value: b"v2".to_vec() }]).unwrap().delta.delta_id;
     let first = e.delta(&CTX, &first).unwrap().unwrap();
     let second = e.delta(&CTX, &second).unwrap().unwrap();
     let before = (e.view(&CTX).unwrap(), e.entries(&CTX).unwrap());
@@ -411,7 +414,7 @@ fn repair_at_scale() {
         let actions = (chunk * 2000..((chunk + 1) * 2000).min(n))
             .map(|k| Action::Put { key: k.to_be_bytes().to_vec(), value: k.to_le_bytes().to_vec() })
             .collect();
-        let (id, _) = author.write(&CTX, &secret, actions).unwrap();
+        let id = author.write(&CTX, &secret, actions).unwrap().delta.delta_id;
         let mut d = author.delta(&CTX, &id).unwrap().unwrap();
         d.applied = false;
         deltas.push(d);

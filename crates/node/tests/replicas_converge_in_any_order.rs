@@ -1,6 +1,7 @@
 //! Deltas from several authors with concurrent branches, delivered to fresh replicas in any
 //! order (shuffled, duplicated, parents last), give every replica the same state, heads and
 //! root; the incremental root equals the from-scratch root; the pending set drains.
+#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 
@@ -41,7 +42,7 @@ fn history(steps: &[Step]) -> Vec<ContextDagDeltaValue> {
                         None => Action::Delete { key: vec![b'k', *k] },
                     })
                     .collect();
-                let (id, _) = authors[*a].write(&CTX, &keys[*a], actions).unwrap();
+                let id = authors[*a].write(&CTX, &keys[*a], actions).unwrap().delta.delta_id;
                 all.push(authors[*a].delta(&CTX, &id).unwrap().unwrap());
             }
             Step::Sync(a, b) => {

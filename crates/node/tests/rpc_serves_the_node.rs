@@ -1,5 +1,6 @@
 //! The RPC server in-process: readiness before the store opens, divergence reaching a
-//! WebSocket subscriber, and paged scans that cover exactly the keys under a prefix.
+//! WebSocket subscriber, the root each `DeltaApplied` event carries, and paged scans that
+//! cover exactly the keys under a prefix.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -15,11 +16,11 @@ use jsonrpsee::ws_client::WsClientBuilder;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use weft_node::config::NodeConfig;
-use weft_node::context::{sign_delta, AnyAuthor};
+use weft_node::context::{sign_delta, AnyAuthor, ContextEngine, EngineConfig, WriteOutcome};
 use weft_node::metrics::NodeMetrics;
 use weft_node::rpc::{self, RpcHandle, RpcOptions};
-use weft_node::service::NodeService;
-use weft_primitives::{Action, Hash, HybridTimestamp, SecretKey};
+use weft_node::service::{ContextEvent, NodeService};
+use weft_primitives::{Action, ApplicationMeta, ContextDagDeltaValue, Hash, HybridTimestamp, SecretKey};
 use weft_store::schema::Column;
 use weft_store::{MemoryBackend, Store};
 
@@ -174,6 +175,37 @@ async fn a_divergence_reaches_websocket_subscribers() {
     assert!(text.contains("weft_deltas_applied_total{source=\"remote\"} 1"), "{text}");
     assert!(text.contains("weft_event_subscribers 1"), "{text}");
     handle.stop().await;
+}
+
+/// One receive applies two deltas (the second arrived first and waited for its parent): each
+/// `DeltaApplied` event carries the root its own apply left, not the context's root after both.
+#[test]
+fn each_delta_applied_event_carries_the_root_its_apply_left() {
+    let svc = service(Arc::new(NodeMetrics::new()));
+    let ctx = svc.context_create(None, None, None).unwrap().context_id;
+    // A peer's two chained writes, made on an engine of its own holding the same context.
+    let peer = SecretKey::generate();
+    let author = ContextEngine::new(Store::open(MemoryBackend::new::<Column>()).unwrap(), EngineConfig::default());
+    author.create_context(ctx, ApplicationMeta::default()).unwrap();
+    let put = |k: &str| vec![Action::Put { key: k.as_bytes().to_vec(), value: b"v".to_vec() }];
+    let first = author.write(&ctx, &peer, put("a")).unwrap();
+    let second = author.write(&ctx, &peer, put("b")).unwrap();
+    assert_ne!(first.root_hash, second.root_hash);
+    let received = |w: &WriteOutcome| ContextDagDeltaValue { applied: false, ..w.delta.clone() };
+
+    let mut events = svc.subscribe();
+    assert!(svc.receive(&ctx, received(&second), &AnyAuthor).unwrap().applied.is_empty());
+    assert_eq!(svc.receive(&ctx, received(&first), &AnyAuthor).unwrap().applied.len(), 2);
+    let mut applied = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let ContextEvent::DeltaApplied { delta_id, author, root_hash, .. } = event {
+            applied.push((delta_id, author, root_hash));
+        }
+    }
+    let expected: Vec<_> =
+        [&first, &second].iter().map(|w| (w.delta.delta_id, peer.public_key(), w.root_hash)).collect();
+    assert_eq!(applied, expected);
+    assert_eq!(svc.context_status(&ctx).unwrap().root_hash, second.root_hash);
 }
 
 async fn next(sub: &mut jsonrpsee::core::client::Subscription<Value>) -> Value {

@@ -4,6 +4,7 @@
 //! replays its trie journal and ends with exactly the trie of its state: the same root,
 //! heads and entries as a replica that never stopped, and stored trie rows equal to a trie
 //! built from scratch.
+#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 
@@ -73,7 +74,7 @@ fn history(writes: &[Write]) -> Vec<ContextDagDeltaValue> {
                 None => Action::Delete { key: vec![b'k', *k] },
             })
             .collect();
-        let (id, _) = authors[*a].write(&CTX, &keys[*a], actions).unwrap();
+        let id = authors[*a].write(&CTX, &keys[*a], actions).unwrap().delta.delta_id;
         let mut d = authors[*a].delta(&CTX, &id).unwrap().unwrap();
         d.applied = false;
         all.push(d);
@@ -162,7 +163,7 @@ fn the_journal_holds_the_deltas_since_the_last_checkpoint() {
     assert_eq!(store.scan(TrieJournal::prefix(&CTX)).count().unwrap(), 0);
     assert_eq!(engine.trie_stats().dirty_bytes, 0);
     assert!(engine.trie_stats().checkpoints >= 1);
-    let root = engine.write(&CTX, &secret, put(3)).unwrap().1;
+    let root = engine.write(&CTX, &secret, put(3)).unwrap().root_hash;
     let journal = store.scan(TrieJournal::prefix(&CTX)).collect_all().unwrap();
     assert_eq!(journal.len(), 1);
     assert_eq!(journal[0].0.seq, 2, "keyed by the context's delta count before the delta");
@@ -204,13 +205,13 @@ fn a_damaged_trie_is_rebuilt_from_the_state_at_first_use() {
         let engine = engine_over(&store, 1 << 30);
         engine.create_context(CTX, app()).unwrap();
         let actions = (0..200u8).map(|k| Action::Put { key: vec![k], value: vec![k] }).collect();
-        engine.write(&CTX, &secret, actions).unwrap().1
+        engine.write(&CTX, &secret, actions).unwrap().root_hash
     };
     let mut batch = store.batch();
     batch.delete_prefix(&weft_store::schema::MerkleNode::prefix(&CTX)).unwrap();
     store.write(batch).unwrap();
     let engine = engine_over(&store, 1 << 30);
-    let (_, after) = engine.write(&CTX, &secret, vec![Action::Delete { key: vec![7] }]).unwrap();
+    let after = engine.write(&CTX, &secret, vec![Action::Delete { key: vec![7] }]).unwrap().root_hash;
     assert_eq!(engine.trie_stats().rebuilds, 1);
     assert_ne!(after, root);
     assert_eq!(engine.recompute_root(&CTX).unwrap(), after);
@@ -237,7 +238,7 @@ fn the_migration_to_schema_4_rebuilds_every_trie() {
         let engine = ContextEngine::new(open(), EngineConfig::default());
         engine.create_context(CTX, app()).unwrap();
         let actions = (0..=255u8).map(|k| Action::Put { key: vec![k], value: vec![k] }).collect();
-        engine.write(&CTX, &secret, actions).unwrap().1
+        engine.write(&CTX, &secret, actions).unwrap().root_hash
     };
     {
         // What a schema-3 store held: rows of the old formats (a tag-2 branch at the root, a
@@ -282,7 +283,7 @@ fn the_migration_to_schema_4_rebuilds_every_trie() {
                 }
             })
             .collect();
-    let (_, root) = engine.write(&CTX, &secret, actions).unwrap();
+    let root = engine.write(&CTX, &secret, actions).unwrap().root_hash;
     assert_eq!(engine.recompute_root(&CTX).unwrap(), root);
     let check = engine.check_trie(&CTX).unwrap();
     assert!(check.is_sound(), "{check:?}");

@@ -7,9 +7,6 @@
 //! hash and sign. The encodings are pinned by `tests/golden_bytes.rs`: changing
 //! a field's type or order is a storage-format change and must fail that test.
 
-#![deny(missing_docs, unsafe_code)]
-#![warn(clippy::unwrap_used)]
-
 mod crypto;
 mod delta;
 mod envelope;

@@ -22,9 +22,6 @@
 //! delta and never run the application. Nothing a guest does can panic or stop the node:
 //! guest pointers are bounds-checked and every budget is enforced by wasmtime or the ABI.
 
-#![deny(missing_docs, unsafe_code)]
-#![warn(clippy::unwrap_used)]
-
 pub mod abi;
 mod application;
 mod artifact;

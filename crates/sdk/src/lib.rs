@@ -27,8 +27,6 @@
 //!
 //! The host ABI underneath (`weft_v1`) is documented in `docs/apps.md`.
 
-#![deny(missing_docs, unsafe_code)]
-
 pub mod blob;
 pub mod collections;
 pub mod env;

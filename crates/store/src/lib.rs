@@ -22,8 +22,6 @@
 //! let members = store.scan(GroupMember::prefix(&group)).collect_all().unwrap();
 //! assert_eq!(members, vec![(alice, Role::Admin)]);
 //! ```
-#![deny(missing_docs, unsafe_code)]
-#![warn(clippy::unwrap_used)]
 
 pub mod backend;
 pub mod codec;

@@ -27,7 +27,6 @@
 //! the sort key, as in the seed's tables. Text segments are self-delimiting, so the
 //! likes of `https://x/1` never include those of `https://x/10`, and a 16-byte key
 //! that holds `0x00` bytes needs no escaping at all.
-#![deny(missing_docs)]
 
 use std::fmt;
 use std::sync::Arc;

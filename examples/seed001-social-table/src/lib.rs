@@ -32,7 +32,6 @@
 //! every counter equals the rows it counts. Feed entries carry their expiry; reads hide
 //! expired ones, and the feed column's compaction filter, which reads the time from the
 //! store's [`Clock`], reclaims them.
-#![deny(missing_docs)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -37,7 +37,6 @@
 //! boundaries in time order; a post's bucket is computed from its UUIDv7, so a read by
 //! id is one point lookup. The timeline's second index is global rather than local to a
 //! partition: a remote Delete names an object, not when it reached the timeline.
-#![deny(missing_docs)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -17,8 +17,8 @@
 //! | `acdc/{SAID}` | [`AcdcKey`] (acdc) | SAID | JSON bytes, immutable |
 //! | `schema/{SAID}` | [`SchemaKey`] (schema) | SAID | JSON bytes, immutable |
 //! | `meta/{SAID}` | [`MetaKey`] (meta) | SAID | JSON bytes, mutable |
-//! | `head/kel/{AID}` | [`KelHead`] (head 0x01) | AID | [`Head`]: SAID and its sequence number |
-//! | `head/tel/{REGISTRY}` | [`TelHead`] (head 0x02) | registry | [`Head`] |
+//! | `head/kel/{AID}` | [`KelHead`] (head 0x01) | AID | [`HeadValue`]: SAID and its sequence number |
+//! | `head/tel/{REGISTRY}` | [`TelHead`] (head 0x02) | registry | [`HeadValue`] |
 //! | `idx/kel/{AID}/{SEQ}` | [`KelSeqIndex`] (idx 0x01) | AID ‖ sn (u64 BE) | SAID |
 //! | `idx/tel/{REGISTRY}/{SAID}` | [`TelIndex`] (idx 0x02) | registry ‖ SAID | timestamp |
 //! | `idx/prev/{PRIOR}` | [`PrevNext`] (idx 0x03) | prior ‖ next SAID | presence: every successor kept |
@@ -30,7 +30,6 @@
 //! reverse alias index is a family of its own, so no alias name (`_reverse` included)
 //! can collide with it. [`KeriStore::export`] renders every row as the seed's
 //! [`StorageKey`] and its on-disk path (`.keri/kel/EAID/ESAID.icp.cesr`).
-#![deny(missing_docs)]
 
 use std::fmt;
 use std::path::Path;

@@ -10,7 +10,8 @@
 //! runs per (peer, log), at most `max_sessions` in all (more wait for a later tick, counted in
 //! [`NetStats::sessions_deferred`](super::NetStats)), and a session whose page made no progress
 //! is not followed by another request until the next tick, so a peer lying about its heads
-//! costs one round trip per tick.
+//! costs one round trip per tick. A kind may take a page in off the driver's task (contexts
+//! do, see `applier.rs`): the session then goes on when it is done ([`Driver::after_page`]).
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -21,6 +22,15 @@ use weft_store::Backend;
 use super::driver::Driver;
 use super::log::{LogKind, Verdict};
 use super::protocol::SyncResponse;
+
+/// What the peer said of a page, and whether the next one was asked for before it was taken in.
+#[derive(Clone, Copy)]
+pub(super) struct PageSent {
+    /// More pages follow.
+    pub(super) more: bool,
+    /// The next page was asked for already (see [`LogKind::PIPELINED`]).
+    pub(super) prefetched: bool,
+}
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// Asks `peer` for a log's status.
@@ -93,7 +103,16 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         if prefetched {
             self.ask_page::<K>(peer, id);
         }
-        let progressed = K::apply_page(self, peer, id, entries);
+        let page = PageSent { more, prefetched };
+        if let Some(progressed) = K::apply_page(self, peer, id, entries, page) {
+            self.after_page::<K>(peer, id, progressed, page);
+        }
+    }
+
+    /// A page was taken in (`progressed`: some entry was new here): the session goes on, or
+    /// ends and, if it made progress, is confirmed by asking the peer's status.
+    pub(super) fn after_page<K: LogKind>(&mut self, peer: PeerId, id: K::Id, progressed: bool, page: PageSent) {
+        let key = (peer, id);
         if K::PIPELINED {
             let stalled = &mut K::log_mut(self).stalled;
             if progressed {
@@ -102,9 +121,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 stalled.insert(key);
             }
         }
-        if prefetched {
+        if page.prefetched {
             // The next page is on its way; its answer continues or ends the session.
-        } else if more && progressed {
+        } else if page.more && progressed {
             self.ask_page::<K>(peer, id);
         } else {
             K::log_mut(self).catching_up.remove(&key);

@@ -14,9 +14,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use libp2p::{gossipsub, PeerId};
-use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, GroupId, GroupKey, KeyId, NamespaceId, Sealed};
+use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, GroupId, GroupKey, KeyId, Sealed};
 use weft_store::Backend;
 
+use super::applier::{Job, Then, Waiting};
+use super::catch_up::PageSent;
 use super::driver::{Driver, NetBackend, Pending};
 use super::log::{Gossiped, LogCounters, LogKind, LogSync, Verdict};
 use super::protocol::{
@@ -25,7 +27,7 @@ use super::protocol::{
 use super::sealing::{Sealing, Unsealed};
 use super::swarm::topic;
 use super::{NetEvent, NetStats};
-use crate::context::EngineError;
+use crate::context::{ApplyOutcome, EngineError};
 use crate::governance::Governance;
 
 /// Most catch-ups served at once (each holds its remaining ids: 32 bytes a delta).
@@ -172,40 +174,18 @@ impl LogKind for Contexts {
         }
     }
 
+    /// Applied off the driver's task: the session goes on in [`Driver::page_applied`].
     fn apply_page<B: NetBackend>(
         driver: &mut Driver<B>,
         peer: PeerId,
         context_id: ContextId,
         deltas: Vec<ContextDagDeltaValue>,
-    ) -> bool {
-        let mut applied = Vec::new();
-        let mut progressed = false;
-        let waiting: Vec<Option<(NamespaceId, ContextDagDeltaValue)>> =
-            deltas.iter().map(|d| driver.unknown_position(d).map(|ns| (ns, d.clone()))).collect();
-        let results = driver.engine.receive_many(&context_id, deltas, driver.authorizer.as_ref());
-        for (result, waiting) in results.into_iter().zip(waiting) {
-            match result {
-                Err(EngineError::Unauthorized(_)) if waiting.is_some() => {
-                    if let Some((namespace_id, delta)) = waiting {
-                        let _ = driver.defer(context_id, delta, peer, namespace_id);
-                    }
-                }
-                Ok(outcome) => {
-                    progressed |= !outcome.duplicate;
-                    applied.extend(outcome.applied);
-                }
-                Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
-                    driver.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
-                    driver.emit(NetEvent::Rejected { context_id, peer, reason: e.to_string() });
-                }
-                Err(e) => tracing::warn!(%context_id, error = %e, "synced delta not applied"),
-            }
-        }
-        driver.stats.synced_deltas.fetch_add(applied.len() as u64, Ordering::Relaxed);
-        if !applied.is_empty() {
-            driver.emit(NetEvent::Applied { context_id, delta_ids: applied });
-        }
-        progressed
+        page: PageSent,
+    ) -> Option<bool> {
+        let waiting = deltas.iter().map(|d| driver.unknown_position(d).map(|ns| (ns, d.clone()))).collect();
+        let then = Then::Page { waiting, page };
+        driver.applier.submit(Job { context_id, peer, deltas, then });
+        None
     }
 
     fn gossip(mut delta: ContextDagDeltaValue) -> Gossip {
@@ -228,45 +208,19 @@ impl LogKind for Contexts {
         }
     }
 
+    /// Applied off the driver's task: judged in [`Driver::gossip_applied`].
     fn receive<B: NetBackend>(
         driver: &mut Driver<B>,
         source: PeerId,
         context_id: ContextId,
         delta: ContextDagDeltaValue,
-    ) -> gossipsub::MessageAcceptance {
+        message_id: gossipsub::MessageId,
+    ) -> Option<gossipsub::MessageAcceptance> {
         // Kept only when it may have to wait for its cited ops.
         let waiting = driver.unknown_position(&delta).map(|ns| (ns, delta.clone()));
-        match driver.engine.receive(&context_id, delta, driver.authorizer.as_ref()) {
-            Err(EngineError::Unauthorized(_)) if waiting.is_some() => match waiting {
-                Some((namespace_id, delta)) => driver.defer(context_id, delta, source, namespace_id),
-                None => gossipsub::MessageAcceptance::Ignore,
-            },
-            Ok(outcome) => {
-                driver.stats.gossip_accepted.fetch_add(1, Ordering::Relaxed);
-                if !outcome.applied.is_empty() {
-                    driver.emit(NetEvent::Applied { context_id, delta_ids: outcome.applied });
-                }
-                if !outcome.missing.is_empty() && !driver.contexts.catching_up.contains(&(source, context_id)) {
-                    driver.ask_page::<Contexts>(source, context_id);
-                }
-                if !outcome.divergences.is_empty() {
-                    // Not the author's root: compare with the sender, which repairs if heads match.
-                    driver.ask_status::<Contexts>(source, context_id);
-                }
-                gossipsub::MessageAcceptance::Accept
-            }
-            Err(EngineError::Unauthorized(reason)) if driver.held_back(&context_id) => {
-                tracing::debug!(%context_id, %reason, "delta not judged: the group's private state waits for a key");
-                gossipsub::MessageAcceptance::Ignore
-            }
-            Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
-                driver.reject::<Contexts>(context_id, source, e.to_string())
-            }
-            Err(e) => {
-                tracing::warn!(%context_id, error = %e, "gossip delta not applied");
-                gossipsub::MessageAcceptance::Ignore
-            }
-        }
+        let then = Then::Gossip { message_id, waiting: Box::new(waiting) };
+        driver.applier.submit(Job { context_id, peer: source, deltas: vec![delta], then });
+        None
     }
 
     /// In the clear for a single-owner context or a group without a key yet, else sealed under
@@ -347,6 +301,96 @@ impl LogKind for Contexts {
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
+    /// A catch-up page is applied: rejections reported, deltas citing unknown ops deferred,
+    /// the applied ones announced; then the session goes on. Nothing goes on for a session
+    /// that ended meanwhile (the peer disconnected, the context was left).
+    pub(super) fn page_applied(
+        &mut self,
+        peer: PeerId,
+        context_id: ContextId,
+        waiting: Vec<Waiting>,
+        results: Vec<Result<ApplyOutcome, EngineError>>,
+        page: PageSent,
+    ) {
+        let mut applied = ApplyOutcome::default();
+        let mut progressed = false;
+        for (result, waiting) in results.into_iter().zip(waiting) {
+            match result {
+                Err(EngineError::Unauthorized(_)) if waiting.is_some() => {
+                    if let Some((namespace_id, delta)) = waiting {
+                        let _ = self.defer(context_id, delta, peer, namespace_id);
+                    }
+                }
+                Ok(outcome) => {
+                    progressed |= !outcome.duplicate;
+                    applied.applied.extend(outcome.applied);
+                    applied.divergences.extend(outcome.divergences);
+                }
+                Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
+                    self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
+                    self.emit(NetEvent::Rejected { context_id, peer, reason: e.to_string() });
+                }
+                Err(e) => tracing::warn!(%context_id, error = %e, "synced delta not applied"),
+            }
+        }
+        self.stats.synced_deltas.fetch_add(applied.applied.len() as u64, Ordering::Relaxed);
+        self.emit_applied(context_id, applied);
+        if self.contexts.catching_up.contains(&(peer, context_id)) {
+            self.after_page::<Contexts>(peer, context_id, progressed, page);
+        }
+    }
+
+    /// A gossiped delta is applied (or refused, or deferred): gossipsub gets the verdict.
+    pub(super) fn gossip_applied(
+        &mut self,
+        source: PeerId,
+        context_id: ContextId,
+        message_id: gossipsub::MessageId,
+        waiting: Waiting,
+        result: Result<ApplyOutcome, EngineError>,
+    ) {
+        let verdict = match result {
+            Err(EngineError::Unauthorized(_)) if waiting.is_some() => match waiting {
+                Some((namespace_id, delta)) => self.defer(context_id, delta, source, namespace_id),
+                None => gossipsub::MessageAcceptance::Ignore,
+            },
+            Ok(outcome) => {
+                self.stats.gossip_accepted.fetch_add(1, Ordering::Relaxed);
+                let (missing, diverged) = (!outcome.missing.is_empty(), !outcome.divergences.is_empty());
+                self.emit_applied(context_id, outcome);
+                let connected = self.swarm.is_connected(&source);
+                if missing && connected && !self.contexts.catching_up.contains(&(source, context_id)) {
+                    self.ask_page::<Contexts>(source, context_id);
+                }
+                if diverged && connected {
+                    // Not the author's root: compare with the sender, which repairs if heads match.
+                    self.ask_status::<Contexts>(source, context_id);
+                }
+                gossipsub::MessageAcceptance::Accept
+            }
+            Err(EngineError::Unauthorized(reason)) if self.held_back(&context_id) => {
+                tracing::debug!(%context_id, %reason, "delta not judged: the group's private state waits for a key");
+                gossipsub::MessageAcceptance::Ignore
+            }
+            Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
+                self.reject::<Contexts>(context_id, source, e.to_string())
+            }
+            Err(e) => {
+                tracing::warn!(%context_id, error = %e, "gossip delta not applied");
+                gossipsub::MessageAcceptance::Ignore
+            }
+        };
+        self.swarm.behaviour_mut().gossipsub.report_message_validation_result(&message_id, &source, verdict);
+    }
+
+    /// Announces the deltas an apply applied (with the roots they left) and the divergences
+    /// it saw, if any.
+    pub(super) fn emit_applied(&self, context_id: ContextId, outcome: ApplyOutcome) {
+        if !outcome.applied.is_empty() || !outcome.divergences.is_empty() {
+            self.emit(NetEvent::Applied { context_id, deltas: outcome.applied, divergences: outcome.divergences });
+        }
+    }
+
     /// Serves this node's heads, root and delta count for a context.
     pub(super) fn serve_status(&self, context_id: &ContextId) -> SyncResponse {
         match self.engine.view(context_id) {

@@ -2,8 +2,8 @@
 //! here yet cannot be judged; it is deferred (a bounded buffer of [`MAX_DEFERRED_DELTAS`]
 //! deltas and [`MAX_DEFERRED_BYTES`], entries expiring after [`DEFERRED_TTL`]; forgeries are
 //! rejected, not deferred), the namespace is caught up from the peer that sent it, and the
-//! delta is received again as soon as ops of that namespace are logged (and on every
-//! anti-entropy tick). Gossip of such a delta is neither forwarded nor penalized. A delta
+//! delta is received again (by the applier, `applier.rs`) as soon as ops of that namespace are
+//! logged (and on every anti-entropy tick). Gossip of such a delta is neither forwarded nor penalized. A delta
 //! dropped from the buffer is not lost: the peer's heads still name it, so anti-entropy
 //! fetches it again.
 
@@ -15,11 +15,12 @@ use libp2p::{gossipsub, PeerId};
 use weft_primitives::{ContextDagDeltaValue, ContextId, DeltaId, GovPosition, NamespaceId};
 use weft_store::Backend;
 
+use super::applier::{Job, Then};
 use super::contexts::Contexts;
 use super::driver::Driver;
 use super::governance::Namespaces;
 use super::NetEvent;
-use crate::context::{check_signature, EngineError};
+use crate::context::{check_signature, ApplyOutcome, EngineError};
 
 /// Most context deltas held back because the governance position they cite is
 /// not known here yet; the oldest is dropped first (anti-entropy refetches it).
@@ -174,25 +175,33 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             }
         }
         for Deferred { context_id, delta, peer, .. } in ready {
-            match self.engine.receive(&context_id, delta, self.authorizer.as_ref()) {
-                Ok(outcome) => {
-                    self.stats.deferred_accepted.fetch_add(1, Ordering::Relaxed);
-                    if !outcome.applied.is_empty() {
-                        self.emit(NetEvent::Applied { context_id, delta_ids: outcome.applied });
-                    }
-                    if !outcome.missing.is_empty()
-                        && !self.contexts.catching_up.contains(&(peer, context_id))
-                        && self.swarm.is_connected(&peer)
-                    {
-                        self.ask_page::<Contexts>(peer, context_id);
-                    }
+            self.applier.submit(Job { context_id, peer, deltas: vec![delta], then: Then::Deferred });
+        }
+    }
+
+    /// A deferred delta is applied (see `applier.rs`): counted, announced, and the sender asked
+    /// for what it lacks; or refused.
+    pub(super) fn deferred_applied(
+        &mut self,
+        peer: PeerId,
+        context_id: ContextId,
+        result: Result<ApplyOutcome, EngineError>,
+    ) {
+        match result {
+            Ok(outcome) => {
+                self.stats.deferred_accepted.fetch_add(1, Ordering::Relaxed);
+                let missing = !outcome.missing.is_empty();
+                self.emit_applied(context_id, outcome);
+                if missing && !self.contexts.catching_up.contains(&(peer, context_id)) && self.swarm.is_connected(&peer)
+                {
+                    self.ask_page::<Contexts>(peer, context_id);
                 }
-                Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
-                    self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
-                    self.emit(NetEvent::Rejected { context_id, peer, reason: e.to_string() });
-                }
-                Err(e) => tracing::warn!(%context_id, error = %e, "deferred delta not applied"),
             }
+            Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
+                self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
+                self.emit(NetEvent::Rejected { context_id, peer, reason: e.to_string() });
+            }
+            Err(e) => tracing::warn!(%context_id, error = %e, "deferred delta not applied"),
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The task that drives the swarm. It owns the swarm and every mechanism's state (a part per
 //! file: [`Inbound`], a [`LogSync`] for contexts and one for namespaces, [`Snapshots`],
-//! [`Repairs`], [`KeyRequests`], [`DeferredDeltas`], [`BlobFetches`]) and runs one loop: commands from the [`Network`]
-//! handle first, then the anti-entropy tick, then swarm events, then a round of queued
-//! inbound work. Each tick (every `anti_entropy_interval`) and each new connection asks
+//! [`Repairs`], [`KeyRequests`], [`DeferredDeltas`], [`BlobFetches`], the [`Applier`]) and runs
+//! one loop: commands from the [`Network`] handle first, then the anti-entropy tick, then deltas
+//! the applier is done with, then swarm events, then a round of queued inbound work. Each tick
+//! (every `anti_entropy_interval`) and each new connection asks
 //! peers for the status of the namespaces and contexts held here — ops before deltas, since
 //! deltas may cite ops — at most a share of them per peer and round ([`Driver::round_share`]),
 //! taken in turn, so a node holding more than a round's share checks every one within a
@@ -28,6 +29,7 @@ use weft_primitives::{BlobId, ContextId, KeyId, NamespaceId};
 use weft_store::schema::ContextLeft;
 use weft_store::{Backend, Read};
 
+use super::applier::Applier;
 use super::blobs::BlobFetches;
 use super::contexts::Contexts;
 use super::deferred::DeferredDeltas;
@@ -92,6 +94,8 @@ pub(super) struct Driver<B: Backend> {
     pub(super) deferred: DeferredDeltas,
     /// Blobs being fetched from peers.
     pub(super) blobs: BlobFetches,
+    /// The thread applying received deltas (see `applier.rs`).
+    pub(super) applier: Applier,
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -105,6 +109,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         events: broadcast::Sender<NetEvent>,
         stats: Arc<NetStats>,
     ) -> Self {
+        let applier = Applier::start(engine.clone(), authorizer.clone());
         Driver {
             swarm,
             engine,
@@ -123,6 +128,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             keys: KeyRequests::default(),
             deferred: DeferredDeltas::default(),
             blobs: BlobFetches::default(),
+            applier,
         }
     }
 
@@ -158,7 +164,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         loop {
             // Take in what the swarm has ready (queuing inbound work per peer), then serve a
             // round; while work is queued, a round runs at least every EVENTS_PER_ROUND events.
-            let take_in = self.inbound.queued == 0 || self.inbound.since_round < EVENTS_PER_ROUND;
+            // No round while the applier is full: the queues bound what waits meanwhile.
+            let serve = self.inbound.queued > 0 && self.applier.has_room();
+            let take_in = !serve || self.inbound.since_round < EVENTS_PER_ROUND;
             tokio::select! {
                 biased;
                 command = commands.recv() => match command {
@@ -173,12 +181,16 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     None => return,
                 },
                 _ = tick.tick() => self.on_tick(),
+                done = self.applier.done.recv(), if self.applier.in_flight > 0 => match done {
+                    Some(done) => self.on_applied(done),
+                    None => self.applier.gone(),
+                },
                 event = self.swarm.select_next_some(), if take_in => {
                     self.inbound.since_round =
                         if self.inbound.queued == 0 { 0 } else { self.inbound.since_round + 1 };
                     self.on_swarm_event(event);
                 }
-                () = std::future::ready(()), if self.inbound.queued > 0 => self.serve_round(),
+                () = std::future::ready(()), if serve => self.serve_round(),
             }
         }
     }

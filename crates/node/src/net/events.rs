@@ -2,7 +2,9 @@
 //! peers.
 
 use libp2p::{Multiaddr, PeerId};
-use weft_primitives::{ContextId, DeltaId, NamespaceId, OpId};
+use weft_primitives::{ContextId, NamespaceId, OpId};
+
+use crate::context::{AppliedDelta, Divergence};
 
 /// Something the network did, for subscribers (RPC notifications, metrics, tests).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,8 +14,10 @@ pub enum NetEvent {
     Applied {
         /// The context.
         context_id: ContextId,
-        /// The deltas, in the order applied.
-        delta_ids: Vec<DeltaId>,
+        /// The deltas, in the order applied, each with its author and the root it left.
+        deltas: Vec<AppliedDelta>,
+        /// Root mismatches seen applying them (each also recorded as a divergence).
+        divergences: Vec<Divergence>,
     },
     /// A peer reported the same heads with a different root.
     Diverged {

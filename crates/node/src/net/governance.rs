@@ -15,6 +15,7 @@ use libp2p::{gossipsub, PeerId};
 use weft_primitives::{GroupId, GroupKey, KeyId, NamespaceId, OpId, Sealed, SignedOp};
 use weft_store::Backend;
 
+use super::catch_up::PageSent;
 use super::driver::{Driver, NetBackend, Pending};
 use super::keys::KeyScope;
 use super::log::{Gossiped, LogCounters, LogKind, LogSync, Verdict};
@@ -129,7 +130,8 @@ impl LogKind for Namespaces {
         peer: PeerId,
         namespace_id: NamespaceId,
         ops: Vec<SignedOp>,
-    ) -> bool {
+        _: PageSent,
+    ) -> Option<bool> {
         let mut logged = Vec::new();
         let mut progressed = false;
         for op in ops {
@@ -146,7 +148,7 @@ impl LogKind for Namespaces {
         }
         driver.stats.synced_ops.fetch_add(logged.len() as u64, Ordering::Relaxed);
         driver.ops_logged(namespace_id, logged, false);
-        progressed
+        Some(progressed)
     }
 
     /// Only a namespace this node replicates: one caught up for a delta's sake is not.
@@ -178,8 +180,9 @@ impl LogKind for Namespaces {
         source: PeerId,
         namespace_id: NamespaceId,
         op: SignedOp,
-    ) -> gossipsub::MessageAcceptance {
-        match driver.submit_op(namespace_id, op) {
+        _: gossipsub::MessageId,
+    ) -> Option<gossipsub::MessageAcceptance> {
+        let verdict = match driver.submit_op(namespace_id, op) {
             Ok((outcome, logged)) => {
                 driver.stats.ops_gossip_accepted.fetch_add(1, Ordering::Relaxed);
                 driver.ops_logged(namespace_id, logged, false);
@@ -192,7 +195,8 @@ impl LogKind for Namespaces {
             }
             Err(Some(reason)) => driver.reject::<Namespaces>(namespace_id, source, reason),
             Err(None) => gossipsub::MessageAcceptance::Ignore,
-        }
+        };
+        Some(verdict)
     }
 
     /// In the clear until the namespace has a key (or while it is not held here), then sealed

@@ -186,8 +186,13 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     let _ = self.swarm.behaviour_mut().sync.send_response(channel, response);
                 }
                 Work::Gossip { message_id, message } => {
-                    let verdict = self.on_gossip(peer, &message);
-                    self.swarm.behaviour_mut().gossipsub.report_message_validation_result(&message_id, &peer, verdict);
+                    if let Some(verdict) = self.on_gossip(peer, message_id.clone(), &message) {
+                        self.swarm.behaviour_mut().gossipsub.report_message_validation_result(
+                            &message_id,
+                            &peer,
+                            verdict,
+                        );
+                    }
                 }
             }
         }
@@ -220,15 +225,20 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     }
 
     /// Judges a gossip message by its topic's kind: an op or a delta (ignored on a topic not
-    /// joined).
-    fn on_gossip(&mut self, source: PeerId, message: &gossipsub::Message) -> gossipsub::MessageAcceptance {
+    /// joined). `None`: judged later (a delta, once applied).
+    fn on_gossip(
+        &mut self,
+        source: PeerId,
+        message_id: gossipsub::MessageId,
+        message: &gossipsub::Message,
+    ) -> Option<gossipsub::MessageAcceptance> {
         if let Some(namespace_id) = self.namespaces.topics.get(&message.topic).copied() {
-            return self.on_log_gossip::<Namespaces>(source, namespace_id, message);
+            return self.on_log_gossip::<Namespaces>(source, namespace_id, message_id, message);
         }
         let Some(context_id) = self.contexts.topics.get(&message.topic).copied() else {
-            return gossipsub::MessageAcceptance::Ignore;
+            return Some(gossipsub::MessageAcceptance::Ignore);
         };
-        self.on_log_gossip::<Contexts>(source, context_id, message)
+        self.on_log_gossip::<Contexts>(source, context_id, message_id, message)
     }
 
     /// Serves a request once opened (see [`Driver::serve`]): each kind by the mechanism it

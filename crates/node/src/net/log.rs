@@ -21,6 +21,7 @@ use libp2p::{gossipsub, PeerId, Swarm};
 use weft_primitives::{GroupId, GroupKey, KeyId, Sealed};
 use weft_store::Backend;
 
+use super::catch_up::PageSent;
 use super::driver::{Driver, NetBackend, Pending};
 use super::protocol::{self, Gossip, SealedKind, SyncRequest, SyncResponse};
 use super::sealing::{Sealing, Unsealed};
@@ -84,9 +85,15 @@ pub(super) trait LogKind: Sized + 'static {
     fn page_request(id: Self::Id, heads: Vec<Self::Head>, max: u32) -> (SyncRequest, Pending);
     /// A page's entries and whether more follow (`None`: not a page).
     fn page(response: SyncResponse) -> Option<(Vec<Self::Entry>, bool)>;
-    /// Takes in a page's entries; whether any was new here.
-    fn apply_page<B: NetBackend>(driver: &mut Driver<B>, peer: PeerId, id: Self::Id, entries: Vec<Self::Entry>)
-        -> bool;
+    /// Takes in a page's entries: whether any was new here, or `None` if they are taken in
+    /// off the driver's task (which then calls [`Driver::after_page`]).
+    fn apply_page<B: NetBackend>(
+        driver: &mut Driver<B>,
+        peer: PeerId,
+        id: Self::Id,
+        entries: Vec<Self::Entry>,
+        page: PageSent,
+    ) -> Option<bool>;
     /// Whether a catch-up that made progress is confirmed by asking the peer's status again.
     fn confirms<B: Backend>(_driver: &Driver<B>, _id: &Self::Id) -> bool {
         true
@@ -98,13 +105,15 @@ pub(super) trait LogKind: Sized + 'static {
     fn sealed_gossip(id: Self::Id, group_id: GroupId, sealed: Sealed) -> Gossip;
     /// What a gossip message on this log's topic is.
     fn from_gossip(id: &Self::Id, gossip: Gossip) -> Gossiped<Self::Entry>;
-    /// Takes in an entry a peer gossiped: the verdict for gossipsub.
+    /// Takes in an entry a peer gossiped: the verdict for gossipsub, or `None` if it is taken
+    /// in off the driver's task (which then reports the verdict for `message_id`).
     fn receive<B: NetBackend>(
         driver: &mut Driver<B>,
         peer: PeerId,
         id: Self::Id,
         entry: Self::Entry,
-    ) -> gossipsub::MessageAcceptance;
+        message_id: gossipsub::MessageId,
+    ) -> Option<gossipsub::MessageAcceptance>;
 
     /// How traffic about the log travels now.
     fn sealing<B: Backend>(driver: &Driver<B>, id: &Self::Id) -> Sealing;
@@ -276,36 +285,37 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     }
 
     /// Judges a gossip message on a log's topic: opens it if sealed, then hands the entry to
-    /// the kind. The verdict for gossipsub.
+    /// the kind. The verdict for gossipsub (`None`: the kind reports it later).
     pub(super) fn on_log_gossip<K: LogKind>(
         &mut self,
         source: PeerId,
         id: K::Id,
+        message_id: gossipsub::MessageId,
         message: &gossipsub::Message,
-    ) -> gossipsub::MessageAcceptance {
+    ) -> Option<gossipsub::MessageAcceptance> {
         let gossip = match protocol::decode::<Gossip>(&message.data) {
             Ok(gossip) => gossip,
-            Err(e) => return self.reject::<K>(id, source, format!("undecodable gossip: {e}")),
+            Err(e) => return Some(self.reject::<K>(id, source, format!("undecodable gossip: {e}"))),
         };
         let entry = match K::from_gossip(&id, gossip) {
             Gossiped::Entry(entry) => entry,
-            Gossiped::Refused(reason) => return self.reject::<K>(id, source, reason.into()),
+            Gossiped::Refused(reason) => return Some(self.reject::<K>(id, source, reason.into())),
             Gossiped::Sealed(group_id, sealed) => {
                 match self.open::<K, Gossip>(&id, group_id, SealedKind::Gossip, &sealed) {
                     Ok(inner) => match K::from_gossip(&id, inner) {
                         Gossiped::Entry(entry) => entry,
-                        _ => return self.reject::<K>(id, source, K::SEALED_NOT_ENTRY.into()),
+                        _ => return Some(self.reject::<K>(id, source, K::SEALED_NOT_ENTRY.into())),
                     },
                     Err(Unsealed::NoKey(missing)) => {
                         // Not entitled (any more), or the key is yet to arrive: ask for it.
                         K::missing_key(self, source, id, missing);
-                        return gossipsub::MessageAcceptance::Ignore;
+                        return Some(gossipsub::MessageAcceptance::Ignore);
                     }
-                    Err(Unsealed::Bad(reason)) => return self.reject::<K>(id, source, reason),
+                    Err(Unsealed::Bad(reason)) => return Some(self.reject::<K>(id, source, reason)),
                 }
             }
         };
-        K::receive(self, source, id, entry)
+        K::receive(self, source, id, entry, message_id)
     }
 
     /// Reports a peer's invalid message about a log (gossipsub penalizes its sender).

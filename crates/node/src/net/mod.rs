@@ -5,11 +5,13 @@
 //! kept in sync by code written once over the kind (`log.rs`: topics and gossip; `catch_up.rs`;
 //! `sealing.rs`; `keys.rs`, key recovery) and instantiated twice (`contexts.rs`,
 //! `governance.rs`). Each other mechanism lives in a file of its own, holding its part of the
-//! driver's state: per-peer inbound queues and rate limits (`inbound.rs`), deltas waiting for
-//! the ops they cite (`deferred.rs`), fresh joins by snapshot (`snapshot.rs`), Merkle repair
-//! (`repair.rs`) and blobs fetched in chunks (`blobs.rs`); the wire is [`protocol`]. What an operator sees of it, and the settings that
-//! tune it, are in `docs/sync.md`.
+//! driver's state: per-peer inbound queues and rate limits (`inbound.rs`), the thread applying
+//! received deltas off the driver's task (`applier.rs`), deltas waiting for the ops they cite
+//! (`deferred.rs`), fresh joins by snapshot (`snapshot.rs`), Merkle repair (`repair.rs`) and
+//! blobs fetched in chunks (`blobs.rs`); the wire is [`protocol`]. What an operator sees of it,
+//! and the settings that tune it, are in `docs/sync.md`.
 
+mod applier;
 mod blobs;
 mod catch_up;
 mod config;
@@ -29,6 +31,7 @@ mod snapshot;
 mod stats;
 mod swarm;
 
+pub use applier::MAX_APPLYING;
 pub use blobs::BlobFetchError;
 pub use config::NetConfig;
 pub use deferred::{DEFERRED_TTL, MAX_DEFERRED_BYTES, MAX_DEFERRED_DELTAS};

@@ -243,9 +243,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     round_trips: rx.round_trips,
                     bytes: rx.bytes,
                 });
-                if !installed.released.applied.is_empty() {
-                    self.emit(NetEvent::Applied { context_id, delta_ids: installed.released.applied });
-                }
+                self.emit_applied(context_id, installed.released);
                 // Then the deltas since, from the same peer (and the others on their status).
                 self.contexts.catching_up.remove(&(peer, context_id));
                 self.ask_page::<Contexts>(peer, context_id);

@@ -220,8 +220,8 @@ fn app_event(event: &weft_primitives::Event) -> AppEventData {
 }
 
 fn written<B: Backend>(service: &NodeService<B>, id: &ContextId, actions: Vec<Action>) -> RpcResult<Written> {
-    let (delta_id, root_hash) = service.write(id, actions).map_err(svc_err(service))?;
-    Ok(Written { delta_id: delta_id.to_hex(), root_hash: root_hash.to_hex() })
+    let applied = service.write(id, actions).map_err(svc_err(service))?;
+    Ok(Written { delta_id: applied.delta_id.to_hex(), root_hash: applied.root_hash.to_hex() })
 }
 
 #[jsonrpsee::core::async_trait]

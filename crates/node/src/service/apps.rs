@@ -235,7 +235,7 @@ impl<B: Backend> NodeService<B> {
     /// writes.
     fn commit_outcome(&self, context_id: &ContextId, outcome: Outcome) -> Result<CallOutcome, ServiceError> {
         let delta_id = if outcome.makes_delta() {
-            Some(self.commit(context_id, outcome.actions, outcome.events.clone())?.0)
+            Some(self.commit(context_id, outcome.actions, outcome.events.clone())?.delta_id)
         } else {
             None
         };

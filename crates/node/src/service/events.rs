@@ -20,7 +20,7 @@ pub enum ContextEvent {
         delta_id: DeltaId,
         /// Its author.
         author: PublicKey,
-        /// The context's root once this delta (and any applied with it) was applied.
+        /// The context's root right after this delta was applied (before any applied after it).
         root_hash: Hash,
         /// Written here or received.
         source: Source,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use libp2p::multiaddr::Protocol;
 use libp2p::{Multiaddr, PeerId};
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-use weft_primitives::{ContextId, DeltaId, NamespaceId, OpId};
+use weft_primitives::{ContextDagDeltaValue, ContextId, NamespaceId, OpId};
 use weft_store::schema::NamespaceGovHead;
 use weft_store::{Backend, Prefix, Read};
 
@@ -213,16 +213,10 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// Publishes a delta this node wrote. Peers that miss it get it by anti-entropy.
-    pub(super) fn publish_delta(&self, context_id: &ContextId, delta_id: &DeltaId) {
+    pub(super) fn publish_delta(&self, context_id: &ContextId, delta: ContextDagDeltaValue) {
         let Some(network) = self.network.get() else { return };
-        match self.engine.delta(context_id, delta_id) {
-            Ok(Some(delta)) => {
-                if let Err(e) = wait(network.publish(*context_id, delta)) {
-                    tracing::warn!(%context_id, error = %e, "delta not published");
-                }
-            }
-            Ok(None) => tracing::warn!(%context_id, %delta_id, "a written delta is not stored"),
-            Err(e) => tracing::warn!(%context_id, error = %e, "cannot read a written delta"),
+        if let Err(e) = wait(network.publish(*context_id, delta)) {
+            tracing::warn!(%context_id, error = %e, "delta not published");
         }
     }
 
@@ -246,10 +240,8 @@ impl<B: Backend> NodeService<B> {
     /// Turns one network event into context events and metrics.
     fn on_net_event(&self, event: NetEvent) {
         match event {
-            NetEvent::Applied { context_id, delta_ids } => {
-                if let Err(e) = self.on_applied(&context_id, &delta_ids) {
-                    tracing::warn!(%context_id, error = %e, "cannot report deltas applied from peers");
-                }
+            NetEvent::Applied { context_id, deltas, divergences } => {
+                self.report_remote(&context_id, &deltas, &divergences);
             }
             NetEvent::Diverged { context_id, peer } => {
                 self.metrics.peer_divergence();
@@ -318,26 +310,6 @@ impl<B: Backend> NodeService<B> {
             #[allow(unreachable_patterns)]
             other => tracing::debug!(?other, "network event not forwarded"),
         }
-    }
-
-    /// Reports deltas the network applied, and the divergences applying them recorded.
-    fn on_applied(&self, context_id: &ContextId, delta_ids: &[DeltaId]) -> Result<(), ServiceError> {
-        self.report_applied(context_id, delta_ids)?;
-        if !self.engine.view(context_id)?.status.diverged {
-            return Ok(());
-        }
-        for (delta_id, d) in self.engine.divergences(context_id)? {
-            if delta_ids.contains(&delta_id) {
-                self.metrics.divergence();
-                self.emit(ContextEvent::Diverged {
-                    context_id: *context_id,
-                    delta_id,
-                    expected_root_hash: d.expected,
-                    actual_root_hash: d.actual,
-                });
-            }
-        }
-        Ok(())
     }
 }
 

@@ -2,13 +2,13 @@
 //! deltas received outside the network task, reads, paged scans, node-local private state
 //! and stored deltas.
 
-use weft_primitives::{Action, ContextDagDeltaValue, ContextId, DeltaId, Event, Hash, PublicKey, SecretKey};
+use weft_primitives::{Action, ContextDagDeltaValue, ContextId, DeltaId, Event, SecretKey};
 use weft_store::schema::ContextState;
 use weft_store::{Backend, PrefixBy, RawTail, Read};
 
 use super::{ContextEvent, NodeService, ServiceError};
 use crate::context::engine::Entry;
-use crate::context::{ApplyOutcome, Authorizer, EngineError};
+use crate::context::{AppliedDelta, ApplyOutcome, Authorizer, Divergence, EngineError};
 use crate::metrics::Source;
 
 /// A page of state entries and the cursor to continue after, if more follow.
@@ -21,12 +21,12 @@ pub struct EntryPage {
 }
 
 impl<B: Backend> NodeService<B> {
-    /// Writes `actions` as one delta and returns its id and the new root. In a governed
-    /// context the delta is signed with this node's key in the namespace, cites the
+    /// Writes `actions` as one delta and returns its id, author and the new root. In a
+    /// governed context the delta is signed with this node's key in the namespace, cites the
     /// namespace's governance position and is refused here first if that position does not
     /// let this node write; a single-owner context's deltas are signed with the node key.
     /// The delta is published to peers.
-    pub fn write(&self, context_id: &ContextId, actions: Vec<Action>) -> Result<(DeltaId, Hash), ServiceError> {
+    pub fn write(&self, context_id: &ContextId, actions: Vec<Action>) -> Result<AppliedDelta, ServiceError> {
         self.commit(context_id, actions, Vec::new())
     }
 
@@ -46,7 +46,7 @@ impl<B: Backend> NodeService<B> {
         context_id: &ContextId,
         actions: Vec<Action>,
         app_events: Vec<Event>,
-    ) -> Result<(DeltaId, Hash), ServiceError> {
+    ) -> Result<AppliedDelta, ServiceError> {
         // A context this node left is read-only here until it joins again (even if an admin
         // made it a member again meanwhile: it no longer syncs the context).
         if self.has_left(context_id)? {
@@ -68,21 +68,12 @@ impl<B: Backend> NodeService<B> {
             }
         };
         events.extend(app_events);
-        let carried = events.clone();
         match self.engine.write_with_events(context_id, &key, actions, events) {
-            Ok((delta_id, root_hash)) => {
-                let author = key.public_key();
-                self.metrics.delta_applied(Source::Local);
-                self.emit(ContextEvent::DeltaApplied {
-                    context_id: *context_id,
-                    delta_id,
-                    author,
-                    root_hash,
-                    source: Source::Local,
-                });
-                self.delta_applied(context_id, &delta_id, &author, &carried);
-                self.publish_delta(context_id, &delta_id);
-                Ok((delta_id, root_hash))
+            Ok(written) => {
+                let applied = written.applied();
+                self.report_applied(context_id, std::slice::from_ref(&applied), Source::Local);
+                self.publish_delta(context_id, written.delta);
+                Ok(applied)
             }
             Err(e) => {
                 if matches!(e, EngineError::Invalid(_)) {
@@ -94,8 +85,7 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// Receives a delta from a peer outside the network task (tests, tools): the engine
-    /// validates and applies it, then its applied deltas and divergences are counted and sent
-    /// to subscribers.
+    /// validates and applies it, then it is reported as the network's applies are.
     pub fn receive(
         &self,
         context_id: &ContextId,
@@ -111,8 +101,16 @@ impl<B: Backend> NodeService<B> {
                 return Err(e.into());
             }
         };
-        self.report_applied(context_id, &outcome.applied)?;
-        for d in &outcome.divergences {
+        self.report_remote(context_id, &outcome.applied, &outcome.divergences);
+        Ok(outcome)
+    }
+
+    /// Reports deltas received from peers and applied, and the root mismatches applying them
+    /// saw: the one path for remote applies, whether the network or [`NodeService::receive`]
+    /// applied them.
+    pub(super) fn report_remote(&self, context_id: &ContextId, applied: &[AppliedDelta], divergences: &[Divergence]) {
+        self.report_applied(context_id, applied, Source::Remote);
+        for d in divergences {
             self.metrics.divergence();
             self.emit(ContextEvent::Diverged {
                 context_id: *context_id,
@@ -121,30 +119,23 @@ impl<B: Backend> NodeService<B> {
                 actual_root_hash: d.actual,
             });
         }
-        Ok(outcome)
     }
 
-    /// Counts deltas received and applied and sends a `DeltaApplied` event for each.
-    pub(super) fn report_applied(&self, context_id: &ContextId, applied: &[DeltaId]) -> Result<(), ServiceError> {
-        if applied.is_empty() {
-            return Ok(());
-        }
-        let root_hash = self.engine.view(context_id)?.root_hash;
-        for (delta_id, delta) in applied.iter().zip(self.engine.deltas(context_id, applied)?) {
-            self.metrics.delta_applied(Source::Remote);
-            let author = delta.as_ref().map_or(PublicKey::default(), |d| d.author);
+    /// Counts applied deltas and sends a `DeltaApplied` event for each, with the root its
+    /// apply left, then what its events say (application events, migration records).
+    fn report_applied(&self, context_id: &ContextId, applied: &[AppliedDelta], source: Source) {
+        for delta in applied {
+            self.metrics.delta_applied(source);
             self.emit(ContextEvent::DeltaApplied {
                 context_id: *context_id,
-                delta_id: *delta_id,
-                author,
-                root_hash,
-                source: Source::Remote,
+                delta_id: delta.delta_id,
+                author: delta.author,
+                root_hash: delta.root_hash,
+                source,
             });
-            if let Some(delta) = delta {
-                self.delta_applied(context_id, delta_id, &author, &delta.events);
-            }
+            // Application events and migration records travel in the delta's events.
+            self.delta_applied(context_id, &delta.delta_id, &delta.author, &delta.events);
         }
-        Ok(())
     }
 
     /// Reads a state key.

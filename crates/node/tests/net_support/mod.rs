@@ -1,4 +1,5 @@
 //! Helpers shared by the network tests: real nodes on 127.0.0.1 port 0.
+#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -154,7 +155,8 @@ pub async fn publish_ops(node: &Node<MemoryBackend>, ns: NamespaceId, ops: &[OpI
 /// published.
 pub async fn write_as(node: &Node<MemoryBackend>, ns: NamespaceId, author: &SecretKey, k: &str) {
     let position = node.gov.position(&ns).unwrap();
-    let (id, _) = node.engine.write_with_events(&CTX, author, put(k, "v"), vec![position.to_event()]).unwrap();
+    let id =
+        node.engine.write_with_events(&CTX, author, put(k, "v"), vec![position.to_event()]).unwrap().delta.delta_id;
     node.net.publish(CTX, node.engine.delta(&CTX, &id).unwrap().unwrap()).await.unwrap();
 }
 

@@ -14,7 +14,7 @@
 use weft_dag::{Admission, DagStore, Release};
 use weft_primitives::{
     Action, ContextDagDeltaValue, ContextId, ContextMetaValue, ContextStatusValue, DagNodeValue, DeltaId,
-    DivergenceValue, Event, Hash, KeyVersion, SecretKey,
+    DivergenceValue, Event, KeyVersion, SecretKey,
 };
 use weft_store::schema::{
     Column, ContextDagDelta, ContextMeta, ContextState, ContextStatus, DagNode, DivergenceRecord, PendingByParent,
@@ -22,7 +22,9 @@ use weft_store::schema::{
 };
 use weft_store::{Backend, RawTail, Read, StoreError, WriteBatch};
 
-use super::{lock, ApplyOutcome, Authorizer, ContextDag, ContextEngine, Divergence, EngineError};
+use super::{
+    lock, AppliedDelta, ApplyOutcome, Authorizer, ContextDag, ContextEngine, Divergence, EngineError, WriteOutcome,
+};
 use crate::context::delta::{check_shape, check_signature, check_signatures, sign_delta};
 use crate::trie::{Change, FastMap};
 
@@ -55,13 +57,14 @@ fn verified(items: Vec<Prechecked>) -> Vec<Result<ContextDagDeltaValue, EngineEr
 }
 
 impl<B: Backend> ContextEngine<B> {
-    /// The local write path: builds a delta on the current heads, signs it, applies it.
+    /// The local write path: builds a delta on the current heads, signs it, applies it;
+    /// returns the delta and the root it leaves (to publish and report without reading back).
     pub fn write(
         &self,
         context_id: &ContextId,
         secret: &SecretKey,
         actions: Vec<Action>,
-    ) -> Result<(DeltaId, Hash), EngineError> {
+    ) -> Result<WriteOutcome, EngineError> {
         self.write_with_events(context_id, secret, actions, Vec::new())
     }
 
@@ -73,7 +76,7 @@ impl<B: Backend> ContextEngine<B> {
         secret: &SecretKey,
         actions: Vec<Action>,
         events: Vec<Event>,
-    ) -> Result<(DeltaId, Hash), EngineError> {
+    ) -> Result<WriteOutcome, EngineError> {
         let _guard = lock(&self.apply_lock);
         let mut run = self.begin_run(context_id)?;
         let hlc = {
@@ -93,9 +96,9 @@ impl<B: Backend> ContextEngine<B> {
             Admission::Ready { height } => height,
             other => return Err(EngineError::Inconsistent(format!("a local delta on the heads is {other:?}"))),
         };
-        let root = self.apply(context_id, &mut run, &mut delta, height, true, false)?.actual;
+        let root_hash = self.apply(context_id, &mut run, &mut delta, height, true, false)?.delta.root_hash;
         self.commit(context_id, run)?;
-        Ok((delta.delta_id, root))
+        Ok(WriteOutcome { delta, root_hash })
     }
 
     /// Receives a delta from a peer: validates it, then applies it (and every pending delta it
@@ -206,7 +209,7 @@ impl<B: Backend> ContextEngine<B> {
                     let mut delta = delta;
                     let result =
                         self.apply(context_id, current, &mut delta, height, false, false).map(|applied| ApplyOutcome {
-                            applied: vec![delta.delta_id],
+                            applied: vec![applied.delta],
                             divergences: applied.divergence.into_iter().collect(),
                             ..Default::default()
                         });
@@ -354,7 +357,7 @@ impl<B: Backend> ContextEngine<B> {
                 if let Some(d) = applied.divergence {
                     outcome.divergences.push(d);
                 }
-                outcome.applied.push(id);
+                outcome.applied.push(applied.delta);
                 if applied.pending == 0 {
                     // Nothing waits, so nothing to release (skips a scan of the index).
                     return Ok(outcome);
@@ -378,10 +381,11 @@ impl<B: Backend> ContextEngine<B> {
         let Some(mut delta) = self.delta(context_id, &released.id)? else {
             return Err(EngineError::Inconsistent(format!("pending delta {} has no row", released.id)));
         };
-        if let Some(d) = self.apply_one(context_id, &mut delta, released.height, false, true)?.divergence {
+        let applied = self.apply_one(context_id, &mut delta, released.height, false, true)?;
+        if let Some(d) = applied.divergence {
             outcome.divergences.push(d);
         }
-        outcome.applied.push(released.id);
+        outcome.applied.push(applied.delta);
         Ok(())
     }
 
@@ -475,7 +479,16 @@ impl<B: Backend> ContextEngine<B> {
         run.status = status;
         run.applied += 1;
         run.bytes += delta.actions.iter().map(|a| 64 + a.key().len() + action_value_len(a)).sum::<usize>() + 256;
-        Ok(Applied { actual: root, divergence, pending })
+        Ok(Applied {
+            delta: AppliedDelta {
+                delta_id: delta.delta_id,
+                author: delta.author,
+                root_hash: root,
+                events: delta.events.clone(),
+            },
+            divergence,
+            pending,
+        })
     }
 
     /// Applies the last-writer-wins rule to each action against the current versions (the
@@ -666,8 +679,10 @@ impl<B: Backend> DagStore for RunDag<'_, '_, B> {
     }
 }
 
+/// What applying one delta did.
 struct Applied {
-    actual: Hash,
+    /// The delta as reported, with the root it left.
+    delta: AppliedDelta,
     divergence: Option<Divergence>,
     /// Deltas still pending in the context after this one.
     pending: u64,

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use weft_dag::{DagError, DagStore, Lacking, Limits};
 use weft_primitives::{
     ApplicationMeta, ContextDagDeltaValue, ContextId, ContextMetaValue, ContextStatusValue, DeltaId, DivergenceValue,
-    Hash, HybridClock, PublicKey,
+    Event, Hash, HybridClock, PublicKey,
 };
 use weft_store::schema::{
     Column, ContextDagDelta, ContextMeta, ContextPrivateState, ContextState, ContextStatus, DagNode, DivergenceRecord,
@@ -134,11 +134,47 @@ pub struct Divergence {
     pub actual: Hash,
 }
 
+/// A delta the engine applied: what reporting it needs, so nothing is read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppliedDelta {
+    /// The delta.
+    pub delta_id: DeltaId,
+    /// Its author.
+    pub author: PublicKey,
+    /// The context's root right after this delta was applied (before any applied after it).
+    pub root_hash: Hash,
+    /// The events it carries (its governance position, an application's events, a
+    /// migration's record), for the node to deliver.
+    pub events: Vec<Event>,
+}
+
+/// What a local write made: the signed delta, as stored and as published, and the root it
+/// leaves (also its `expected_root_hash`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// The delta written (marked applied).
+    pub delta: ContextDagDeltaValue,
+    /// The context's root after it.
+    pub root_hash: Hash,
+}
+
+impl WriteOutcome {
+    /// The write as an applied delta (id, author, root).
+    pub fn applied(&self) -> AppliedDelta {
+        AppliedDelta {
+            delta_id: self.delta.delta_id,
+            author: self.delta.author,
+            root_hash: self.root_hash,
+            events: self.delta.events.clone(),
+        }
+    }
+}
+
 /// What receiving a delta did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ApplyOutcome {
     /// Deltas applied, in order (the received one first, then those it released).
-    pub applied: Vec<DeltaId>,
+    pub applied: Vec<AppliedDelta>,
     /// Parents the received delta waits for, if it went to the pending set.
     pub missing: Vec<DeltaId>,
     /// The delta was already applied or pending.

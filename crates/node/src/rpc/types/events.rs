@@ -16,7 +16,7 @@ pub enum Event {
         delta_id: String,
         /// Its author.
         author: String,
-        /// The context's root once it (and any delta applied with it) was applied.
+        /// The context's root right after this delta was applied.
         root_hash: String,
         /// Written on this node or received from a peer.
         source: Source,

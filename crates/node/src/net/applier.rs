@@ -1,0 +1,158 @@
+//! Received deltas are applied off the task that drives the swarm. Applying writes RocksDB and
+//! updates the Merkle trie, which can take long (a catch-up page of thousands of deltas); done on
+//! the driver's task it would stall everything else the swarm does meanwhile — ping, identify,
+//! gossipsub's heartbeats. So the driver hands each gossiped delta, catch-up page and deferred
+//! delta whose ops arrived to the [`Applier`], a thread of its own that applies jobs one at a
+//! time in the order they came (a session's pages apply in order), and hands each back with the
+//! engine's verdicts ([`Done`]); the driver then does what follows — the gossip verdict, the next
+//! page, the events — as it did before, on its own loop. At most [`MAX_APPLYING`] jobs are in
+//! flight: past it the driver stops serving its inbound queues, which fill and refuse past
+//! their bounds as they did when the driver applied itself. Snapshots, repair merges and
+//! governance ops are still taken in on the driver's task.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use libp2p::{gossipsub, PeerId};
+use tokio::sync::mpsc;
+use weft_primitives::{ContextDagDeltaValue, ContextId, NamespaceId};
+
+use super::catch_up::PageSent;
+use super::driver::{Driver, NetBackend};
+use crate::context::{ApplyOutcome, Authorizer, ContextEngine, EngineError};
+
+/// Most jobs handed to the applier and not yet done before the driver stops serving inbound
+/// work (each a gossiped delta, a catch-up page or a deferred delta).
+pub const MAX_APPLYING: usize = 64;
+
+/// A delta kept aside in case the engine refuses it for citing governance ops not logged
+/// here: the namespace to catch up, and the delta to defer.
+pub(super) type Waiting = Option<(NamespaceId, ContextDagDeltaValue)>;
+
+/// Deltas to apply for a context, received from `peer`, and what the driver does next.
+pub(super) struct Job {
+    pub(super) context_id: ContextId,
+    pub(super) peer: PeerId,
+    pub(super) deltas: Vec<ContextDagDeltaValue>,
+    pub(super) then: Then,
+}
+
+/// What the deltas of a job are, and what the driver needs to go on once they are applied.
+pub(super) enum Then {
+    /// A gossiped delta: its message awaits gossipsub's verdict.
+    Gossip { message_id: gossipsub::MessageId, waiting: Box<Waiting> },
+    /// A catch-up page (applied as one run): its session goes on after.
+    Page { waiting: Vec<Waiting>, page: PageSent },
+    /// A deferred delta whose cited ops are logged now.
+    Deferred,
+}
+
+/// A job applied: one verdict per delta, in order.
+pub(super) struct Done {
+    pub(super) context_id: ContextId,
+    pub(super) peer: PeerId,
+    pub(super) results: Vec<Result<ApplyOutcome, EngineError>>,
+    pub(super) then: Then,
+}
+
+/// The thread applying received deltas, and the driver's ends of its channels.
+pub(super) struct Applier {
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
+    worker: Option<JoinHandle<()>>,
+    /// Jobs applied, for the driver's loop.
+    pub(super) done: mpsc::UnboundedReceiver<Done>,
+    /// Jobs handed over and not yet received back.
+    pub(super) in_flight: usize,
+}
+
+impl Applier {
+    /// Starts the thread over the engine and the authorizer the network judges deltas by.
+    pub(super) fn start<B: NetBackend>(
+        engine: Arc<ContextEngine<B>>,
+        authorizer: Arc<dyn Authorizer + Send + Sync>,
+    ) -> Applier {
+        let (jobs, inbox) = std::sync::mpsc::channel::<Job>();
+        let (done_tx, done) = mpsc::unbounded_channel();
+        let worker = std::thread::Builder::new().name("weft-apply".into()).spawn(move || {
+            for Job { context_id, peer, deltas, then } in inbox {
+                let results = match then {
+                    Then::Page { .. } => engine.receive_many(&context_id, deltas, authorizer.as_ref()),
+                    Then::Gossip { .. } | Then::Deferred => deltas
+                        .into_iter()
+                        .map(|delta| engine.receive(&context_id, delta, authorizer.as_ref()))
+                        .collect(),
+                };
+                // The driver is gone: nothing follows.
+                if done_tx.send(Done { context_id, peer, results, then }).is_err() {
+                    return;
+                }
+            }
+        });
+        let worker = match worker {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the thread applying received deltas");
+                None
+            }
+        };
+        Applier { jobs: worker.is_some().then_some(jobs), worker, done, in_flight: 0 }
+    }
+
+    /// Hands a job over (dropped, and logged, if the thread is gone: anti-entropy brings the
+    /// deltas again).
+    pub(super) fn submit(&mut self, job: Job) {
+        if self.jobs.as_ref().is_some_and(|jobs| jobs.send(job).is_ok()) {
+            self.in_flight += 1;
+        } else {
+            tracing::error!("the thread applying received deltas is gone; deltas not applied");
+        }
+    }
+
+    /// Whether the driver may hand over more (serve more inbound work).
+    pub(super) fn has_room(&self) -> bool {
+        self.in_flight < MAX_APPLYING
+    }
+
+    /// The thread stopped (it panicked): nothing in flight will come back.
+    pub(super) fn gone(&mut self) {
+        tracing::error!("the thread applying received deltas stopped");
+        self.jobs = None;
+        self.in_flight = 0;
+    }
+}
+
+impl Drop for Applier {
+    /// Waits for the job being applied, so the engine is released when the driver is (the
+    /// store may be reopened at once after a shutdown).
+    fn drop(&mut self) {
+        self.jobs = None;
+        self.done.close();
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+impl<B: NetBackend> Driver<B> {
+    /// Goes on with what a job was for, now its deltas are applied.
+    pub(super) fn on_applied(&mut self, done: Done) {
+        self.applier.in_flight = self.applier.in_flight.saturating_sub(1);
+        let Done { context_id, peer, results, then } = done;
+        match then {
+            Then::Page { waiting, page } => self.page_applied(peer, context_id, waiting, results, page),
+            Then::Gossip { message_id, waiting } => {
+                let result = one(results);
+                self.gossip_applied(peer, context_id, message_id, *waiting, result);
+            }
+            Then::Deferred => {
+                let result = one(results);
+                self.deferred_applied(peer, context_id, result);
+            }
+        }
+    }
+}
+
+/// The verdict of a one-delta job (a missing one is a bug, never a pass).
+fn one(results: Vec<Result<ApplyOutcome, EngineError>>) -> Result<ApplyOutcome, EngineError> {
+    results.into_iter().next().unwrap_or_else(|| Err(EngineError::Inconsistent("a delta's verdict is missing".into())))
+}
