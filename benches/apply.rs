@@ -31,7 +31,7 @@
 //!   thread is held by one background checkpoint.
 //!
 //! Run: `./x bench --bench apply` (or `cargo bench --workspace --bench apply`).
-#![allow(clippy::unwrap_used)] // a benchmark fails by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails by unwrapping, as tests do
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
 

@@ -39,6 +39,7 @@
 //! the passes named, and prints no floor unless `trie` and `sigs` are among them). A pass of
 //! a few thousand 64-action deltas never fills the memtables, so it shows no flush or
 //! compaction at all.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails by unwrapping, as tests do
 
 use std::time::{Duration, Instant};
 

@@ -23,7 +23,7 @@
 //! untimed calls of the other side (`paired`), so both are measured under the same conditions.
 //!
 //! Run: `./x bench --bench store_vs_rocksdb` (or `cargo bench --workspace --bench store_vs_rocksdb`).
-#![allow(clippy::unwrap_used)] // a benchmark fails by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails by unwrapping, as tests do
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
 

@@ -1,5 +1,6 @@
 //! What the apply benchmarks (`apply`, `apply_floor`) share: their keys, their store, a
 //! context preloaded with [`PRELOAD`] keys, and the signed deltas they receive.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails by unwrapping, as tests do
 
 use std::path::Path;
 use std::sync::Arc;

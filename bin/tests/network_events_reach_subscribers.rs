@@ -2,7 +2,7 @@
 //! peer reaches the service's one event stream (the one `subscribe_context` reads) — a peer's
 //! delta as `DeltaApplied` from a remote source, a peer's delta whose claimed root this node
 //! does not compute as `Diverged` — and the metrics count them.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 use std::time::Duration;

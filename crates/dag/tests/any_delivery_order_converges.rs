@@ -2,7 +2,7 @@
 //! arriving last: every order ends with the same applied set, heights and heads;
 //! the pending set drains; every node is applied once, after all its parents; and
 //! the release cascade's order depends only on the store state.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! What a peer lacks: equal to a naive set difference, in topological order, in
 //! batches of the requested size — and found by walking only the difference.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 

@@ -6,7 +6,7 @@
 //!
 //! The store here holds the checkpoint thread's write until the test lets it go (or fails
 //! it), so "meanwhile" is certain rather than a matter of timing.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! Each kind of invalid delta is a typed error, and nothing is written.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! Helpers shared by the engine tests.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 #![allow(dead_code)]
 
 use weft_node::context::{ContextEngine, EngineConfig};

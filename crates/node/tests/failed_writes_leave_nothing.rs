@@ -4,7 +4,7 @@
 //! engine's memory must not run ahead of it: whatever writes fail, and wherever, a replica
 //! that is sent the same deltas again ends with exactly the state, heads, root and stored
 //! trie of a replica that never saw a failure.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 

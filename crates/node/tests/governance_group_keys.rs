@@ -3,7 +3,7 @@
 //! delivered to its identity (0x3A); a removed member holds no key rotated to
 //! after its removal; forged and unauthorized rotations are refused with a typed
 //! reason and change nothing.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod governance_support;
 

@@ -2,7 +2,7 @@
 //! duplicated, children before parents — log the same ops, give every op the same
 //! verdict, reach the same state (the current group key id included) and write
 //! the same rows; and no group is ever left without an admin.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod governance_support;
 

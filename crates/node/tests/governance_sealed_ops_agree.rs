@@ -7,7 +7,7 @@
 //! and agrees with a replica holding every key on all structural state, on every group it
 //! holds the keys of, and on the verdict of every structural op. A replica whose keys arrive
 //! only after the ops (key recovery) reaches the full state once it folds again.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod governance_support;
 

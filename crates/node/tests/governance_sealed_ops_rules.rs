@@ -3,7 +3,7 @@
 //! sealed body that does not open (another key's, a forged header) is logged by everyone as a
 //! skeleton and takes effect nowhere; a node without the key holds the group's private
 //! effects back and refuses its deltas until the key arrives.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod governance_support;
 

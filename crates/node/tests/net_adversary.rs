@@ -3,7 +3,7 @@
 //! and ops, and lies when asked. The honest nodes reject or ignore all of it, keep
 //! serving, and still converge. A peer flooding requests and gossip past its per-peer
 //! bounds is refused (`Busy`) or dropped, counted by reason, and the others converge.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod net_support;
 

@@ -1,7 +1,7 @@
 //! Real libp2p nodes on loopback: concurrent writes converge (equal roots at equal heads),
 //! a node that was away catches up in batches, and garbage gossip is rejected while the
 //! others carry on.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 

@@ -3,7 +3,7 @@
 //! missing triggers catch-up at once; deltas are authorized by governance on every
 //! node (a removed member's later deltas are rejected by all); and a delta that
 //! arrives before the ops it cites waits for them instead of being lost.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod net_support;
 

@@ -2,7 +2,7 @@
 //! current key (added after the last rotation) pulls it from a member peer and then reads
 //! and writes the group's sealed traffic; a node of the namespace that is not a member asks
 //! too and learns nothing; and a key asked on another identity's behalf opens only for it.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod net_support;
 

@@ -2,7 +2,7 @@
 //! its later deltas (neither by gossip nor by anti-entropy), merges nothing from a repair
 //! exchange a peer starts with it, is not joined to it again when it restarts over a store
 //! that marks it left, and catches up once it joins again.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod net_support;
 

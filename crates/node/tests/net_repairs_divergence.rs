@@ -2,7 +2,7 @@
 //! (lost, garbage, phantom keys): anti-entropy sees equal heads with different roots,
 //! a repair session walks the tries and exchanges the differing keys, and both end with
 //! equal roots at equal heads — in a few round trips and bytes that follow the damage.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod net_support;
 

@@ -3,7 +3,7 @@
 //! namespace that is not a member of the group receives only ciphertext and learns no
 //! state; after a member is removed (and the key rotated) it stops receiving readable
 //! deltas, while the remaining members carry on; and what it writes reaches no one.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod net_support;
 

@@ -12,7 +12,7 @@
 //!   the namespace key rotated), the later ops reach it only as ciphertext.
 //! - A member added later gets the namespace key and the group's older keys by key recovery,
 //!   reads the private ops written before it joined, and applies the group's deltas.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod net_support;
 

@@ -3,7 +3,7 @@
 //! other's entries in both directions gives both the last-writer-wins merge of the two;
 //! a walk plus one exchange finds and repairs the differences in O(trie depth) round
 //! trips, leaving both at the state the deltas give; entries a peer invents are refused.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 

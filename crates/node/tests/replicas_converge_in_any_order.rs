@@ -1,7 +1,7 @@
 //! Deltas from several authors with concurrent branches, delivered to fresh replicas in any
 //! order (shuffled, duplicated, parents last), give every replica the same state, heads and
 //! root; the incremental root equals the from-scratch root; the pending set drains.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 

@@ -3,7 +3,7 @@
 //! heads and root as the peer — then takes later deltas as if it had applied the whole
 //! history. A snapshot that does not hold together or does not hash to its claimed root
 //! is refused with a typed error and nothing is written.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 

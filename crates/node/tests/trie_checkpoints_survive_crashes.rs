@@ -4,7 +4,7 @@
 //! replays its trie journal and ends with exactly the trie of its state: the same root,
 //! heads and entries as a replica that never stopped, and stored trie rows equal to a trie
 //! built from scratch.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 mod common;
 

@@ -11,6 +11,7 @@
 //! Each check also decodes the bytes back to the value, and requires every
 //! strict prefix of the encoding to fail to decode with an error (truncated
 //! rows must never panic or decode to something else).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 use std::fmt::Debug;
 

@@ -1,6 +1,6 @@
 //! One conformance suite, run against both backends: every operation of the typed
 //! store, with property tests against a `BTreeMap` model.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! The node schema on a real RocksDB: column families and their options, schema
 //! versions and migrations, failed batches leaving nothing behind, and RocksDB's failures
 //! (a database held elsewhere, damaged files) reported with their kind.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 use weft_primitives::{ContextId, GroupId};
 use weft_store::schema::{Column, ContextGroupRef, ContextState};

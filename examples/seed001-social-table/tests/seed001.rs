@@ -1,4 +1,5 @@
 //! Seed 001's access patterns, each test run on both backends.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -1,5 +1,5 @@
 //! Shared helpers: random DAGs, naive reference computations, a delivery driver.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,4 +1,5 @@
 //! Helpers shared by the governance tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 #![allow(dead_code)]
 
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! Helpers shared by the network tests: real nodes on 127.0.0.1 port 0.
-#![allow(clippy::unwrap_used)] // test helpers fail by unwrapping, as tests do
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail by unwrapping, as tests do
 #![allow(dead_code)]
 
 use std::sync::Arc;
