@@ -5,7 +5,7 @@
 //! from real traffic (with the key the recording node held) opens, and the message inside is
 //! decoded and checked like the outer one; mutated ciphertext does not open (the AEAD), which
 //! is why each target also seals the plaintext it opened again and opens that (see
-//! [`crate::check::opened`]).
+//! `check::opened`).
 //!
 //! Inputs:
 //! - `sync_request`: group key (32) ‖ request payload (a frame without its length);
@@ -14,7 +14,7 @@
 //! - `gossip`: group key (32) ‖ the id of the topic's context or namespace (32) ‖ gossip
 //!   payload (gossip has no length prefix; a plain delta's context is its topic's).
 //!
-//! Each payload is also fed to the frame reader as a stream ([`protocol::read_frame`]).
+//! Each payload is also fed to the frame reader as a stream ([`weft_node::net::protocol::read_frame`]).
 
 use weft_node::context::delta::{check_shape as delta_shape, DeltaLimits};
 use weft_node::governance::{check_shape as op_shape, OpLimits};
