@@ -18,6 +18,7 @@
 //! Run: `./x bench --bench app_call` (or `cargo bench --workspace --bench app_call`).
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails by unwrapping, as tests do
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
