@@ -1,7 +1,7 @@
-//! Applications through the JSON-RPC API of real nodes: three nodes that have kv-registry
-//! installed call it on one context and converge to one root, every node's subscribers get
-//! every call's `app_event`, `delta_get` returns the events, and the author-only rule holds
-//! across nodes.
+//! Applications through the JSON-RPC API of real nodes: kv-registry is installed on one node,
+//! the two nodes that join its context fetch the bytecode from peers (they never had it), all
+//! three call it and converge to one root, every node's subscribers get every call's
+//! `app_event`, `delta_get` returns the events, and the author-only rule holds across nodes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -23,6 +23,13 @@ pub fn install(node: &Node, name: &str) -> String {
     installed["application_id"].as_str().unwrap().to_string()
 }
 
+/// The bytecode blob of application `app` as `app_list` on `node` gives it, if listed there.
+fn listed_bytecode(node: &Node, app: &str) -> Option<Value> {
+    let listed = node.ok("app_list", json!({}));
+    let apps = listed["applications"].as_array()?;
+    apps.iter().find(|a| a["application_id"] == app).map(|a| a["bytecode_blob_id"].clone())
+}
+
 fn status(node: &Node, ctx: &str) -> Value {
     node.ok("context_status", json!({ "context_id": ctx }))
 }
@@ -34,15 +41,22 @@ fn calls_on_three_nodes_converge_and_their_events_reach_every_node() {
     let [a, b, c] = three_nodes(dir.path());
     let nodes = [&a, &b, &c];
 
-    // Every node has the application installed (the same bytes give the same id).
+    // Only a has the application; b and c fetch its bytecode from peers when they join.
     let app = install(&a, "kv-registry");
-    for node in [&b, &c] {
-        assert_eq!(install(node, "kv-registry"), app);
+    let bytecode = listed_bytecode(&a, &app).expect("an installed application is listed");
+    for joiner in [&b, &c] {
+        let missing = joiner.err("blob_get", json!({ "blob_id": bytecode }));
+        assert_eq!(missing["code"], -32001, "{missing}");
     }
     let created = a.ok("context_create", json!({ "application_id": app }));
     let ctx = created["context_id"].as_str().unwrap().to_string();
     for joiner in [&b, &c] {
         invite_and_join(&a, joiner, &ctx);
+        // The join returned once the bytecode was here, verified, with the application's record.
+        let held = joiner.ok("blob_get", json!({ "blob_id": bytecode }));
+        let fetched = base64::engine::general_purpose::STANDARD.decode(held["data"].as_str().unwrap()).unwrap();
+        assert_eq!(fetched, weft_runtime::testing::example_app("kv-registry").unwrap());
+        assert_eq!(listed_bytecode(joiner, &app), Some(bytecode.clone()));
     }
     let watchers: Vec<_> = nodes.iter().map(|n| watch_json(&n.home, &["context", "watch", &ctx])).collect();
     // A call that writes nothing makes no delta.

@@ -247,7 +247,7 @@ impl Drop for RocksBackend {
 
 /// What the background WAL syncs of [`Durability::Periodic`] have met: a failed sync means
 /// writes acknowledged since the last good one may not survive a power loss, so it is
-/// counted, logged, and reported by [`RocksBackend::wal_sync_error`] until a sync succeeds.
+/// counted, logged, and reported by [`WalSyncHealth::error`] until a sync succeeds.
 #[derive(Debug, Default)]
 pub struct WalSyncHealth {
     failures: AtomicU64,
