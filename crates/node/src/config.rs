@@ -244,6 +244,9 @@ pub struct SyncConfig {
     pub peer_gossip_burst: u32,
     /// Most KiB of a blob asked per request when fetching one from peers (at most 4096).
     pub blob_chunk_kib: u32,
+    /// How far ahead of this node's wall clock a received delta's timestamp may be, in
+    /// milliseconds; a delta further ahead waits until the clock catches up.
+    pub max_clock_drift_ms: u64,
 }
 
 impl Default for SyncConfig {
@@ -263,6 +266,7 @@ impl Default for SyncConfig {
             peer_gossip_rate: net.peer_gossip_rate,
             peer_gossip_burst: net.peer_gossip_burst,
             blob_chunk_kib: net.blob_chunk_bytes >> 10,
+            max_clock_drift_ms: EngineConfig::default().max_clock_drift_ms,
         }
     }
 }
@@ -324,7 +328,7 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 22] = [
+        let positive: [(&'static str, u64); 23] = [
             ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
             ("rpc.max_connections", u64::from(self.rpc.max_connections)),
             ("rpc.max_batch", u64::from(self.rpc.max_batch)),
@@ -342,6 +346,7 @@ impl NodeConfig {
             ("sync.peer_request_burst", u64::from(self.sync.peer_request_burst)),
             ("sync.peer_gossip_burst", u64::from(self.sync.peer_gossip_burst)),
             ("sync.blob_chunk_kib", u64::from(self.sync.blob_chunk_kib)),
+            ("sync.max_clock_drift_ms", self.sync.max_clock_drift_ms),
             ("limits.max_actions", u64::from(self.limits.max_actions)),
             ("limits.max_parents", u64::from(self.limits.max_parents)),
             ("limits.max_key_bytes", u64::from(self.limits.max_key_bytes)),
@@ -441,6 +446,7 @@ impl NodeConfig {
             trie_cache_bytes: mib_to_bytes(self.storage.trie_cache_mb),
             checkpoint_bytes: mib_to_bytes(self.storage.trie_checkpoint_mb),
             checkpoint_keys: usize::try_from(self.storage.trie_checkpoint_keys).unwrap_or(usize::MAX),
+            max_clock_drift_ms: self.sync.max_clock_drift_ms,
             ..EngineConfig::default()
         }
     }
@@ -572,6 +578,13 @@ peer_gossip_burst = {peer_gossip_burst}
 # when fetching it (at most {max_blob_chunk_kib}); each chunk is stored as it arrives, so
 # a fetch cut short resumes where it stopped. Default {d_blob_chunk_kib}.
 blob_chunk_kib = {blob_chunk_kib}
+# How far ahead of this node's wall clock a received delta's timestamp may be, in
+# milliseconds. A delta stamped further ahead (a peer's clock is wrong, or a member
+# tries to win last-writer-wins for ever) is held, not applied, until this node's
+# clock is within the drift of it; the local clock never runs further ahead than
+# this either. Keep it the same on every node, and well above real clock skew.
+# Default {d_max_clock_drift_ms}.
+max_clock_drift_ms = {max_clock_drift_ms}
 
 [limits]
 # Sizes every node must enforce identically: a delta one node accepts and another
@@ -656,6 +669,8 @@ log_lines_per_second = {log_lines_per_second}
             d_blob_chunk_kib = sync_defaults.blob_chunk_kib,
             max_blob_chunk_kib = crate::net::protocol::MAX_BLOB_CHUNK >> 10,
             blob_chunk_kib = self.sync.blob_chunk_kib,
+            d_max_clock_drift_ms = sync_defaults.max_clock_drift_ms,
+            max_clock_drift_ms = self.sync.max_clock_drift_ms,
             anti_entropy_interval_ms = self.sync.anti_entropy_interval_ms,
             catch_up_batch = self.sync.catch_up_batch,
             max_sessions = self.sync.max_sessions,
@@ -735,6 +750,9 @@ mod tests {
         );
         assert_eq!(config.engine().limits, DeltaLimits::default());
         assert_eq!(config.engine().max_pending, EngineConfig::default().max_pending);
+        assert_eq!(config.engine().max_clock_drift_ms, weft_primitives::DEFAULT_MAX_CLOCK_DRIFT_MS);
+        let drift = parse("[sync]\nmax_clock_drift_ms = 2000\n").unwrap();
+        assert_eq!(drift.engine().max_clock_drift_ms, 2000);
         // The network's defaults are the file's: every setting maps back to them.
         let net = config.net();
         assert_eq!(
@@ -807,6 +825,7 @@ mod tests {
     fn out_of_range_values_are_invalid_with_the_dotted_key() {
         for (text, key) in [
             ("[limits]\nmax_actions = 0\n", "limits.max_actions"),
+            ("[sync]\nmax_clock_drift_ms = 0\n", "sync.max_clock_drift_ms"),
             ("[storage]\nmemory_budget_mb = 64\nwrite_buffer_mb = 128\n", "storage.write_buffer_mb"),
             ("[storage]\nwal_sync = \"periodic\"\nwal_sync_interval_ms = 0\n", "storage.wal_sync_interval_ms"),
             ("[limits]\nmax_value_bytes = 10\nmax_delta_bytes = 5\n", "limits.max_value_bytes"),

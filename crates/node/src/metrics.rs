@@ -331,6 +331,7 @@ mod tests {
         net.ops_sealed_opened.store(3, std::sync::atomic::Ordering::Relaxed);
         net.namespace_keys_received.store(1, std::sync::atomic::Ordering::Relaxed);
         net.sessions_deferred.store(2, std::sync::atomic::Ordering::Relaxed);
+        net.deltas_held_ahead.store(1, std::sync::atomic::Ordering::Relaxed);
         m.observe_network(&net);
         m.observe_tries(&TrieStats {
             dirty_bytes: 100,
@@ -363,6 +364,7 @@ mod tests {
             "weft_sealed_governance_messages_total{outcome=\"opened\"} 3",
             "weft_namespace_key_requests_total{outcome=\"received\"} 1",
             "weft_sync_sessions_deferred_total 2",
+            "weft_deltas_held_ahead_total 1",
             "weft_rpc_calls_total{method=\"state_put\",outcome=\"ok\"} 1",
             "weft_rocksdb_estimate_keys{cf=\"state\"} 42",
             "weft_rocksdb_block_cache_usage_bytes 7",

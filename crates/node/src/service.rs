@@ -106,8 +106,10 @@ impl<B: Backend> NodeService<B> {
         let identity = key.public_key();
         let peer_id = peer_id_of(&identity)?;
         let (events, _) = broadcast::channel(EVENT_QUEUE);
+        let gov_config =
+            GovernanceConfig { max_clock_drift_ms: engine_config.max_clock_drift_ms, ..GovernanceConfig::default() };
         let engine = Arc::new(ContextEngine::new(store, engine_config));
-        let governance = Arc::new(Governance::new(engine.shared_store().clone(), GovernanceConfig::default()));
+        let governance = Arc::new(Governance::new(engine.shared_store().clone(), gov_config));
         let service = NodeService {
             engine,
             governance,

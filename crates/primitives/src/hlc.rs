@@ -4,6 +4,15 @@
 //! clock past every timestamp it sees, so causally later events always carry
 //! larger timestamps even when wall clocks disagree. The wall clock is passed
 //! in rather than read, keeping the clock deterministic and testable.
+//!
+//! A clock never runs more than its `max_drift_ms` ahead of the wall time it is
+//! given: [`HybridClock::observe`] of a timestamp beyond `wall + max_drift_ms`
+//! clamps (the clock moves to the bound, not to the timestamp). Without the bound
+//! one peer stamping `u64::MAX` would pin every clock that saw it at the maximum.
+//! Clamping is only a safety net: a receiver holds such an event back until its
+//! own wall clock is within drift of it (see [`HybridClock::is_ahead`]), so in
+//! normal operation every observed timestamp is within the bound and the result
+//! is greater than it, as causality asks.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -30,16 +39,49 @@ impl HybridTimestamp {
     }
 }
 
-/// A hybrid logical clock: the last timestamp issued or observed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How far ahead of the wall clock a clock may run, in milliseconds, unless told
+/// otherwise: one minute.
+pub const DEFAULT_MAX_CLOCK_DRIFT_MS: u64 = 60_000;
+
+/// A hybrid logical clock: the last timestamp issued or observed, and how far
+/// ahead of the wall clock an observed timestamp may move it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HybridClock {
     last: HybridTimestamp,
+    max_drift_ms: u64,
+}
+
+impl Default for HybridClock {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl HybridClock {
-    /// A clock that has issued nothing yet.
+    /// A clock that has issued nothing yet, bounded by [`DEFAULT_MAX_CLOCK_DRIFT_MS`].
     pub fn new() -> Self {
-        Self::default()
+        Self::with_max_drift(DEFAULT_MAX_CLOCK_DRIFT_MS)
+    }
+
+    /// A clock that has issued nothing yet and never observes past `wall + max_drift_ms`.
+    pub fn with_max_drift(max_drift_ms: u64) -> Self {
+        Self { last: HybridTimestamp::default(), max_drift_ms }
+    }
+
+    /// How far ahead of the wall clock this clock may run, in milliseconds.
+    pub fn max_drift_ms(&self) -> u64 {
+        self.max_drift_ms
+    }
+
+    /// The latest physical time this clock accepts at wall time `wall_ms`.
+    pub fn bound_ms(&self, wall_ms: u64) -> u64 {
+        wall_ms.saturating_add(self.max_drift_ms)
+    }
+
+    /// Whether `seen` is further ahead of `wall_ms` than the drift allows: such an
+    /// event is not to be accepted yet (it would be clamped by [`HybridClock::observe`]).
+    pub fn is_ahead(&self, seen: HybridTimestamp, wall_ms: u64) -> bool {
+        seen.physical_ms > self.bound_ms(wall_ms)
     }
 
     /// The last timestamp issued or observed.
@@ -53,9 +95,13 @@ impl HybridClock {
         self.advance(self.last, wall_ms)
     }
 
-    /// Timestamps the receipt of an event stamped `seen`: the result is
-    /// strictly greater than both `seen` and every earlier result.
+    /// Timestamps the receipt of an event stamped `seen`: the result is strictly
+    /// greater than every earlier result and, unless `seen` [is ahead](Self::is_ahead),
+    /// than `seen`. A `seen` beyond `wall_ms + max_drift_ms` counts as that bound:
+    /// the clock never jumps past it on a peer's word.
     pub fn observe(&mut self, seen: HybridTimestamp, wall_ms: u64) -> HybridTimestamp {
+        let bound = self.bound_ms(wall_ms);
+        let seen = if seen.physical_ms > bound { HybridTimestamp { physical_ms: bound, logical: 0 } } else { seen };
         self.advance(self.last.max(seen), wall_ms)
     }
 
@@ -106,10 +152,22 @@ mod tests {
 
     #[test]
     fn logical_overflow_carries() {
-        let mut clock = HybridClock::new();
+        let mut clock = HybridClock::with_max_drift(u64::MAX);
         assert_eq!(clock.observe(ts(7, u32::MAX), 0), ts(8, 0));
         assert_eq!(clock.now(0), ts(8, 1));
         assert_eq!(clock.observe(ts(u64::MAX, u32::MAX), 0), ts(u64::MAX, u32::MAX));
+    }
+
+    #[test]
+    fn far_future_is_clamped() {
+        let mut clock = HybridClock::with_max_drift(1_000);
+        assert!(clock.is_ahead(ts(2_001, 0), 1_000));
+        assert!(!clock.is_ahead(ts(2_000, 7), 1_000));
+        assert_eq!(clock.observe(ts(u64::MAX, u32::MAX), 1_000), ts(2_000, 1));
+        assert_eq!(clock.observe(ts(1_500, 3), 1_000), ts(2_000, 2));
+        // Time passes: the wall clock takes over again.
+        assert_eq!(clock.now(2_001), ts(2_001, 0));
+        assert_eq!(HybridClock::new().max_drift_ms(), DEFAULT_MAX_CLOCK_DRIFT_MS);
     }
 
     #[test]
@@ -136,7 +194,7 @@ mod tests {
     proptest! {
         #[test]
         fn strictly_monotonic(steps in proptest::collection::vec(step(), 1..64)) {
-            let mut clock = HybridClock::new();
+            let mut clock = HybridClock::with_max_drift(u64::MAX);
             let mut prev = clock.last();
             for step in steps {
                 let next = match step {
@@ -153,6 +211,41 @@ mod tests {
                 };
                 prop_assert!(next > prev);
                 prop_assert_eq!(clock.last(), next);
+                prev = next;
+            }
+        }
+
+        /// Whatever it observes (`u64::MAX` included), the clock never runs past the
+        /// latest wall time it was given plus the drift, and stays strictly monotonic;
+        /// a timestamp within the bound is still passed.
+        #[test]
+        fn never_past_wall_plus_drift(
+            drift in prop_oneof![Just(0u64), 1..120_000u64],
+            steps in proptest::collection::vec(
+                (prop_oneof![timestamp(), Just(ts(u64::MAX, u32::MAX)), (0..u64::MAX).prop_map(|p| ts(p, 0))],
+                 0..u64::MAX / 2, any::<bool>()),
+                1..64,
+            ),
+        ) {
+            let mut clock = HybridClock::with_max_drift(drift);
+            let mut prev = clock.last();
+            let mut latest_wall = 0u64;
+            for (seen, wall, local) in steps {
+                latest_wall = latest_wall.max(wall);
+                let next = if local {
+                    clock.now(wall)
+                } else {
+                    let ahead = clock.is_ahead(seen, wall);
+                    let next = clock.observe(seen, wall);
+                    if !ahead {
+                        prop_assert!(next > seen);
+                    }
+                    next
+                };
+                prop_assert!(next > prev);
+                // +1: a logical counter full at the bound carries one millisecond on.
+                prop_assert!(next.physical_ms <= latest_wall.saturating_add(drift).saturating_add(1),
+                    "{:?} past wall {} + drift {}", next, latest_wall, drift);
                 prev = next;
             }
         }

@@ -301,7 +301,8 @@ impl LogKind for Contexts {
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
-    /// A catch-up page is applied: rejections reported, deltas citing unknown ops deferred,
+    /// A catch-up page is applied: rejections reported, deltas citing unknown ops or stamped
+    /// too far ahead deferred,
     /// the applied ones announced; then the session goes on. Nothing goes on for a session
     /// that ended meanwhile (the peer disconnected, the context was left).
     pub(super) fn page_applied(
@@ -320,6 +321,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     if let Some((namespace_id, delta)) = waiting {
                         let _ = self.defer(context_id, delta, peer, namespace_id);
                     }
+                }
+                Err(EngineError::Ahead { delta, .. }) => {
+                    let _ = self.hold_ahead(context_id, *delta, peer);
                 }
                 Ok(outcome) => {
                     progressed |= !outcome.duplicate;
@@ -354,6 +358,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 Some((namespace_id, delta)) => self.defer(context_id, delta, source, namespace_id),
                 None => gossipsub::MessageAcceptance::Ignore,
             },
+            Err(EngineError::Ahead { delta, .. }) => self.hold_ahead(context_id, *delta, source),
             Ok(outcome) => {
                 self.stats.gossip_accepted.fetch_add(1, Ordering::Relaxed);
                 let (missing, diverged) = (!outcome.missing.is_empty(), !outcome.divergences.is_empty());

@@ -6,6 +6,12 @@
 //! logged (and on every anti-entropy tick). Gossip of such a delta is neither forwarded nor penalized. A delta
 //! dropped from the buffer is not lost: the peer's heads still name it, so anti-entropy
 //! fetches it again.
+//!
+//! The same buffer holds deltas whose timestamp is more than `max_clock_drift_ms` ahead of
+//! this node's wall clock ([`EngineError::Ahead`]): a member stamping `u64::MAX` would
+//! otherwise win last-writer-wins for ever. They are received again on every anti-entropy
+//! tick once the wall clock is within drift of them (counted in `deltas_held_ahead`); deltas
+//! built on one wait for it in the engine's pending set, as on any missing parent.
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -56,13 +62,22 @@ impl DeferredDeltas {
     }
 }
 
-/// A context delta waiting for the governance ops it cites.
+/// What a held delta waits for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// The governance ops it cites, of this namespace.
+    Ops(NamespaceId),
+    /// This node's wall clock to come within drift of its timestamp.
+    Time,
+}
+
+/// A context delta waiting for the governance ops it cites, or for its time.
 struct Deferred {
     context_id: ContextId,
     delta: ContextDagDeltaValue,
     /// The peer it came from (asked for the namespace's ops).
     peer: PeerId,
-    namespace_id: NamespaceId,
+    wait: Wait,
     /// Its encoded size, counted against [`MAX_DEFERRED_BYTES`].
     size: usize,
     since: Instant,
@@ -98,6 +113,35 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         peer: PeerId,
         namespace_id: NamespaceId,
     ) -> gossipsub::MessageAcceptance {
+        let verdict = self.hold(context_id, delta, peer, Wait::Ops(namespace_id));
+        if verdict == gossipsub::MessageAcceptance::Ignore
+            && !self.namespaces.catching_up.contains(&(peer, namespace_id))
+        {
+            self.ask_page::<Namespaces>(peer, namespace_id);
+        }
+        verdict
+    }
+
+    /// Holds back a delta refused as [`EngineError::Ahead`] (its timestamp is too far ahead
+    /// of this node's clock) until the wall clock catches up; forgeries are rejected.
+    pub(super) fn hold_ahead(
+        &mut self,
+        context_id: ContextId,
+        delta: ContextDagDeltaValue,
+        peer: PeerId,
+    ) -> gossipsub::MessageAcceptance {
+        self.hold(context_id, delta, peer, Wait::Time)
+    }
+
+    /// Puts a delta in the buffer (oldest dropped first past the bounds), or rejects it if
+    /// its signature does not verify.
+    fn hold(
+        &mut self,
+        context_id: ContextId,
+        delta: ContextDagDeltaValue,
+        peer: PeerId,
+        wait: Wait,
+    ) -> gossipsub::MessageAcceptance {
         if let Err(e) = check_signature(&delta) {
             self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
             let reason = EngineError::from(e).to_string();
@@ -121,28 +165,28 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 self.deferred.ids.remove(&delta.delta_id);
                 self.stats.deferred_dropped.fetch_add(1, Ordering::Relaxed);
             } else {
-                tracing::debug!(%context_id, %namespace_id, delta = %delta.delta_id, "delta waits for governance ops");
-                self.stats.deferred_deltas.fetch_add(1, Ordering::Relaxed);
+                match wait {
+                    Wait::Ops(namespace_id) => {
+                        tracing::debug!(%context_id, %namespace_id, delta = %delta.delta_id, "delta waits for governance ops");
+                        self.stats.deferred_deltas.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Wait::Time => {
+                        tracing::info!(%context_id, %peer, delta = %delta.delta_id, physical_ms = delta.hlc.physical_ms,
+                            "delta stamped too far ahead of this node's clock waits for it");
+                        self.stats.deltas_held_ahead.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 self.deferred.bytes += size;
-                self.deferred.queue.push_back(Deferred {
-                    context_id,
-                    delta,
-                    peer,
-                    namespace_id,
-                    size,
-                    since: Instant::now(),
-                });
+                self.deferred.queue.push_back(Deferred { context_id, delta, peer, wait, size, since: Instant::now() });
             }
-        }
-        if !self.namespaces.catching_up.contains(&(peer, namespace_id)) {
-            self.ask_page::<Namespaces>(peer, namespace_id);
         }
         // Not judged yet: neither forwarded nor penalized.
         gossipsub::MessageAcceptance::Ignore
     }
 
     /// Receives again the deferred deltas (of one namespace, or all) whose cited ops are
-    /// now logged; drops those that waited too long; asks again for the ops of the rest.
+    /// now logged, or whose time has come; drops those that waited too long; asks again for
+    /// the ops of the rest.
     pub(super) fn retry_deferred(&mut self, namespace_id: Option<NamespaceId>) {
         if self.deferred.queue.is_empty() {
             return;
@@ -151,9 +195,19 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let mut ready = Vec::new();
         let mut ask = BTreeSet::new();
         for entry in std::mem::take(&mut self.deferred.queue) {
-            if namespace_id.is_some_and(|ns| ns != entry.namespace_id) {
-                waiting.push_back(entry);
-            } else if self.unknown_position(&entry.delta).is_none() {
+            let due = match entry.wait {
+                Wait::Ops(ns) if namespace_id.is_some_and(|n| n != ns) => {
+                    waiting.push_back(entry);
+                    continue;
+                }
+                Wait::Ops(_) => self.unknown_position(&entry.delta).is_none(),
+                Wait::Time if namespace_id.is_some() => {
+                    waiting.push_back(entry);
+                    continue;
+                }
+                Wait::Time => self.engine.ahead_ms(&entry.delta).is_none(),
+            };
+            if due {
                 self.deferred.ids.remove(&entry.delta.delta_id);
                 self.deferred.bytes -= entry.size;
                 ready.push(entry);
@@ -162,7 +216,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 self.deferred.bytes -= entry.size;
                 self.stats.deferred_dropped.fetch_add(1, Ordering::Relaxed);
             } else {
-                ask.insert((entry.peer, entry.namespace_id));
+                if let Wait::Ops(ns) = entry.wait {
+                    ask.insert((entry.peer, ns));
+                }
                 waiting.push_back(entry);
             }
         }
@@ -196,6 +252,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 {
                     self.ask_page::<Contexts>(peer, context_id);
                 }
+            }
+            Err(EngineError::Ahead { delta, .. }) => {
+                let _ = self.hold_ahead(context_id, *delta, peer);
             }
             Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
                 self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);

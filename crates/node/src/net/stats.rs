@@ -85,6 +85,10 @@ net_stats! {
     ops_rejected => Counter "governance_ops_rejected" "Governance ops from peers refused",
     /// Governance ops logged from catch-up responses.
     synced_ops,
+    /// Context deltas held because their timestamp was more than `max_clock_drift_ms`
+    /// ahead of this node's wall clock.
+    deltas_held_ahead => Counter "deltas_held_ahead"
+        "Deltas from peers held until this node's clock is within the allowed drift of their timestamp",
     /// Context deltas deferred because their cited governance position was unknown.
     deferred_deltas => Counter "deferred_deltas"
         "Deltas from peers deferred until the governance ops they cite arrive",

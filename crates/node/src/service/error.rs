@@ -93,6 +93,7 @@ impl From<EngineError> for ServiceError {
             EngineError::PendingFull { limit } => {
                 ServiceError::Busy(format!("the context's pending set is full ({limit} deltas)"))
             }
+            ahead @ EngineError::Ahead { .. } => ServiceError::Busy(ahead.to_string()),
             other => ServiceError::Internal(Box::new(other)),
         }
     }

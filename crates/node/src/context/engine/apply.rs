@@ -307,7 +307,9 @@ impl<B: Backend> ContextEngine<B> {
         Ok(())
     }
 
-    /// The checks before the signature: shape, size limits, id, authorization.
+    /// The checks before the signature: shape, size limits, id, authorization, and that
+    /// its timestamp is not too far ahead (checked last: what is refused for good is refused,
+    /// not held).
     fn precheck(
         &self,
         context_id: &ContextId,
@@ -318,7 +320,23 @@ impl<B: Backend> ContextEngine<B> {
         if !authorizer.may_write(context_id, &delta.author, delta) {
             return Err(EngineError::Unauthorized(delta.author));
         }
+        if let Some(ahead_ms) = self.ahead_ms(delta) {
+            return Err(EngineError::Ahead {
+                ahead_ms,
+                max_drift_ms: self.config.max_clock_drift_ms,
+                delta: Box::new(delta.clone()),
+            });
+        }
         Ok(())
+    }
+
+    /// How far `delta`'s timestamp is ahead of this node's wall clock, if more than
+    /// `max_clock_drift_ms`: such a delta is not received yet ([`EngineError::Ahead`]).
+    /// Every honest node answers `None` once its wall clock is within drift of the
+    /// timestamp, so all of them end up applying it.
+    pub fn ahead_ms(&self, delta: &ContextDagDeltaValue) -> Option<u64> {
+        let wall = weft_primitives::wall_clock_ms();
+        lock(&self.clock).is_ahead(delta.hlc, wall).then(|| delta.hlc.physical_ms.saturating_sub(wall))
     }
 
     /// Admits a delta known to be valid: applies it and what it releases, or stores it pending.

@@ -82,6 +82,19 @@ pub enum EngineError {
         /// The configured limit.
         limit: usize,
     },
+    /// The delta's timestamp is more than `max_clock_drift_ms` ahead of this node's wall
+    /// clock: it is not applied yet, nor kept pending. The network holds it (with the
+    /// deltas waiting for governance ops) and receives it again once the wall clock is
+    /// within drift of it; the delta is returned for that.
+    #[error("the delta's timestamp is {ahead_ms} ms ahead of this node's clock (at most {max_drift_ms} ms allowed); not applied yet")]
+    Ahead {
+        /// How far its physical time is ahead of this node's wall clock, in milliseconds.
+        ahead_ms: u64,
+        /// The configured `max_clock_drift_ms`.
+        max_drift_ms: u64,
+        /// The delta, to hold and receive again later.
+        delta: Box<ContextDagDeltaValue>,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -216,11 +229,16 @@ pub struct EngineConfig {
     /// deltas go on being applied (see [`checkpoint`]); a smaller one is
     /// written in place, which costs less than starting a thread.
     pub background_checkpoint_bytes: usize,
+    /// How far ahead of this node's wall clock a received delta's timestamp may be, in
+    /// milliseconds: a delta further ahead is refused as [`EngineError::Ahead`] (held and
+    /// tried again by the network), and the clock never observes past wall + drift.
+    pub max_clock_drift_ms: u64,
 }
 
 impl Default for EngineConfig {
     /// Default limits, 100,000 pending deltas per context, a 64 MiB trie cache, checkpoints
-    /// past 64 MiB of changed trie nodes or 262,144 keys changed in one context.
+    /// past 64 MiB of changed trie nodes or 262,144 keys changed in one context, timestamps
+    /// at most [`weft_primitives::DEFAULT_MAX_CLOCK_DRIFT_MS`] (60 s) ahead.
     fn default() -> Self {
         EngineConfig {
             limits: DeltaLimits::default(),
@@ -229,6 +247,7 @@ impl Default for EngineConfig {
             checkpoint_bytes: 128 << 20,
             checkpoint_keys: 1 << 18,
             background_checkpoint_bytes: 4 << 20,
+            max_clock_drift_ms: weft_primitives::DEFAULT_MAX_CLOCK_DRIFT_MS,
         }
     }
 }
@@ -315,7 +334,7 @@ impl<B: Backend> ContextEngine<B> {
         ContextEngine {
             store,
             config,
-            clock: Mutex::new(HybridClock::new()),
+            clock: Mutex::new(HybridClock::with_max_drift(config.max_clock_drift_ms)),
             apply_lock: Mutex::new(()),
             trie: Mutex::new(TrieMemory::new(config.trie_cache_bytes)),
             flush: Mutex::new(None),

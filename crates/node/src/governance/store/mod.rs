@@ -37,11 +37,22 @@ pub struct GovernanceConfig {
     pub memo_limit: usize,
     /// Rejected op ids remembered per namespace (so their descendants are rejected too).
     pub rejected_limit: usize,
+    /// How far ahead of the wall clock the clock stamping this node's ops may be moved by
+    /// the ops it builds on, in milliseconds (see [`weft_primitives::HybridClock`]): an op
+    /// stamped further ahead does not pin it. Ops are not held for their time: no rule
+    /// orders ops by timestamp (their order is the op graph's), so only the clock needs it.
+    pub max_clock_drift_ms: u64,
 }
 
 impl Default for GovernanceConfig {
     fn default() -> Self {
-        GovernanceConfig { limits: OpLimits::default(), max_pending: 1024, memo_limit: 4096, rejected_limit: 4096 }
+        GovernanceConfig {
+            limits: OpLimits::default(),
+            max_pending: 1024,
+            memo_limit: 4096,
+            rejected_limit: 4096,
+            max_clock_drift_ms: weft_primitives::DEFAULT_MAX_CLOCK_DRIFT_MS,
+        }
     }
 }
 
@@ -168,8 +179,8 @@ impl<B: Backend> Governance<B> {
     pub fn new(store: Arc<Store<B, Column>>, config: GovernanceConfig) -> Self {
         Governance {
             store,
+            clock: Mutex::new(HybridClock::with_max_drift(config.max_clock_drift_ms)),
             config,
-            clock: Mutex::new(HybridClock::new()),
             namespaces: Mutex::new(HashMap::new()),
             migrations: Mutex::new(()),
         }
