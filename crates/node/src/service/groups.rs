@@ -212,6 +212,35 @@ impl<B: Backend> NodeService<B> {
         }
     }
 
+    /// Rotates every key this node should have rotated and has not: for every group of every
+    /// namespace held here, [`NodeService::rekey`] (which rotates only where this node is an
+    /// admin and a removed member still holds the current key, or a member lacks it), and
+    /// the namespace key likewise. Rotation normally follows the op that removed a member; this
+    /// catches the ones whose event was lost. Run at network start, periodically and after
+    /// the network's events lagged. Failures are logged and the rest carry on.
+    pub fn reconcile_keys(&self) {
+        let namespaces = match self.store().scan(Prefix::<NamespaceGovHead>::family()).collect_all() {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the namespaces to reconcile their keys");
+                return;
+            }
+        };
+        for (head, _) in namespaces {
+            let groups: Vec<GroupId> = match self.governance.state(&head.namespace_id) {
+                Ok(state) => state.groups.keys().copied().collect(),
+                Err(e) => {
+                    tracing::warn!(namespace_id = %head.namespace_id, error = %e, "cannot reconcile keys");
+                    continue;
+                }
+            };
+            for group_id in groups {
+                self.rekey(&group_id);
+            }
+            self.rekey_namespace(&head.namespace_id);
+        }
+    }
+
     /// Moves this node's replicas of the group's contexts to the group's target application
     /// (see [`crate::governance::Governance::apply_upgrade`]): each move is recorded (0x2B)
     /// and counted in the group's upgrade (0x24). A context whose application is not
