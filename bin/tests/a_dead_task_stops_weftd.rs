@@ -6,27 +6,16 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{drain, init, WEFTD};
+use common::{init, spawn_run};
 
 #[test]
 fn weftd_exits_non_zero_naming_the_network_driver_when_it_dies() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("a");
     init(&home);
-    let mut child = Command::new(WEFTD)
-        .args(["run", "--home"])
-        .arg(&home)
-        .env("RUST_LOG", "info")
-        .env("WEFTD_DEBUG_PANIC_TASK", "network-driver")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = drain(child.stdout.take().unwrap());
-    let stderr = drain(child.stderr.take().unwrap());
+    let (mut child, stdout, stderr) = spawn_run(&home, &[("WEFTD_DEBUG_PANIC_TASK", "network-driver")]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
