@@ -37,6 +37,9 @@ pub enum DaemonError {
     /// The node service.
     #[error(transparent)]
     Service(#[from] ServiceError),
+    /// A supervised task died while the node ran: it was shut down, and exits non-zero.
+    #[error("{0}; the node was shut down (a service manager restarts it)")]
+    TaskDied(weft_node::tasks::TaskFailure),
     /// Anything else, said in words.
     #[error("{0}")]
     Other(String),
@@ -58,7 +61,8 @@ fn open_store_at(path: &Path, rocks: &weft_store::RocksConfig) -> Result<Store<R
 }
 
 /// `weftd run`: initializes the home if it is new, takes its lock, starts the RPC server,
-/// opens the store, serves until SIGINT or SIGTERM, then stops accepting calls, lets
+/// opens the store, serves until SIGINT or SIGTERM — or until a supervised task dies, which
+/// is returned as [`DaemonError::TaskDied`] — then stops accepting calls, lets
 /// in-flight ones finish, flushes and closes RocksDB. A signal that comes during startup
 /// stops the node the same way as soon as startup is done.
 pub fn run(home: &Home) -> Result<(), DaemonError> {
@@ -117,23 +121,51 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
         if !config.p2p.bootstrap.is_empty() {
             println!("  bootstrap    {}", join(&config.p2p.bootstrap));
         }
-        tokio::spawn(checkpoint_idle_tries(Arc::downgrade(&service)));
+        service.tasks().spawn(CHECKPOINT_TASK, checkpoint_idle_tries(Arc::downgrade(&service)));
         server.set_ready(service.clone());
         tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "store open, network listening; ready");
         println!("ready");
+        inject_debug_panic(&service);
 
-        signals.recv().await;
-        tracing::info!("shutting down: refusing new calls, finishing in-flight ones");
+        let died = tokio::select! {
+            () = signals.recv() => None,
+            failure = service.tasks().failed() => Some(failure),
+        };
+        match &died {
+            None => tracing::info!("shutting down: refusing new calls, finishing in-flight ones"),
+            Some(failure) => {
+                tracing::error!(%failure, "shutting down because a supervised task died");
+                eprintln!("weftd: {failure}; shutting down");
+            }
+        }
+        service.tasks().shutting_down();
         server.stop().await;
         service.stop_network().await;
-        Ok::<_, DaemonError>(service)
+        Ok::<_, DaemonError>((service, died))
     })?;
     // Dropping the runtime ends every task still holding the service (subscriptions, the
     // server's own tasks); blocking calls run to completion first.
     drop(runtime);
     let _ = std::fs::remove_file(home.rpc_addr_path());
-    close(service);
-    Ok(())
+    close(service.0);
+    match service.1 {
+        // Exit non-zero so the service manager restarts the node (see docs/operations.md).
+        Some(failure) => Err(DaemonError::TaskDied(failure)),
+        None => Ok(()),
+    }
+}
+
+/// In debug builds only, `WEFTD_DEBUG_PANIC_TASK=<task>` makes that supervised task panic once
+/// the node is ready: how the tests show a dead task making `weftd run` exit non-zero.
+/// Release builds ignore the variable.
+fn inject_debug_panic(service: &NodeService<RocksBackend>) {
+    #[cfg(debug_assertions)]
+    if let Ok(task) = std::env::var("WEFTD_DEBUG_PANIC_TASK") {
+        tracing::warn!(%task, "WEFTD_DEBUG_PANIC_TASK: injecting a panic");
+        service.tasks().inject_panic(&task);
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = service;
 }
 
 /// How often the daemon looks for contexts whose changed Merkle trie nodes can be written out.
@@ -142,17 +174,21 @@ const CHECKPOINT_TICK: std::time::Duration = std::time::Duration::from_secs(2);
 /// no trie nodes in memory and has no journal to replay after a crash.
 const CHECKPOINT_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Checkpoints idle contexts' tries every [`CHECKPOINT_TICK`] until the service goes.
-async fn checkpoint_idle_tries(service: std::sync::Weak<NodeService<RocksBackend>>) {
+/// The name the idle-checkpoint loop is supervised under.
+const CHECKPOINT_TASK: &str = "idle-checkpoint";
+
+/// Checkpoints idle contexts' tries every [`CHECKPOINT_TICK`] until the service goes. A failed
+/// checkpoint is logged and retried; a panic in one ends the loop, which the supervisor reports.
+async fn checkpoint_idle_tries(service: std::sync::Weak<NodeService<RocksBackend>>) -> Result<(), String> {
     let mut tick = tokio::time::interval(CHECKPOINT_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Some(service) = service.upgrade() else { return };
+        let Some(service) = service.upgrade() else { return Ok(()) };
         match tokio::task::spawn_blocking(move || service.engine().checkpoint_idle(CHECKPOINT_IDLE)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "trie checkpoint failed; the changed nodes stay in memory"),
-            Err(_) => return,
+            Err(e) => return Err(format!("an idle checkpoint failed: {e}")),
         }
     }
 }

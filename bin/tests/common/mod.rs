@@ -91,19 +91,27 @@ pub fn drain(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
     buf
 }
 
+/// Spawns `weftd run` on an initialized home with `env` set; returns the child and what it
+/// writes to stdout and stderr.
+pub fn spawn_run(home: &Path, env: &[(&str, &str)]) -> (Child, Arc<Mutex<String>>, Arc<Mutex<String>>) {
+    let mut child = Command::new(WEFTD)
+        .args(["run", "--home"])
+        .arg(home)
+        .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = drain(child.stdout.take().unwrap());
+    let stderr = drain(child.stderr.take().unwrap());
+    (child, stdout, stderr)
+}
+
 impl Node {
     /// Starts `weftd run` on an initialized home and waits until `/ready` answers 200.
     pub fn start(home: &Path) -> Node {
-        let mut child = Command::new(WEFTD)
-            .args(["run", "--home"])
-            .arg(home)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = drain(child.stdout.take().unwrap());
-        let stderr = drain(child.stderr.take().unwrap());
+        let (mut child, stdout, stderr) = spawn_run(home, &[]);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             assert!(Instant::now() < deadline, "weftd did not become ready: {}", stderr.lock().unwrap());

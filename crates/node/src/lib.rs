@@ -13,4 +13,5 @@ pub mod net;
 pub mod rpc;
 pub mod service;
 pub mod stats;
+pub mod tasks;
 pub mod trie;

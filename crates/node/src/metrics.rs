@@ -103,6 +103,9 @@ node_metrics! {
     block_cache_pinned: Gauge = "rocksdb_block_cache_pinned_bytes", "Bytes pinned in the block cache";
     running_compactions: Gauge = "rocksdb_running_compactions", "Compactions running now";
     running_flushes: Gauge = "rocksdb_running_flushes", "Flushes running now";
+    task_failures: Labelled<Counter> = "task_failures",
+        "Supervised long-lived tasks (network driver, network events, key reconciliation, checkpoints) that \
+         panicked or stopped while the node ran, by task: /ready answers 503 naming them and weftd exits";
     wal_sync_failures: Counter = "store_wal_sync_failures",
         "Background WAL syncs (wal_sync = \"periodic\") that failed: writes acknowledged since the last good sync \
          may not survive a power loss, and /ready answers 503 until a sync succeeds";
@@ -115,6 +118,15 @@ impl Default for NodeMetrics {
 }
 
 impl NodeMetrics {
+    /// Brings `weft_task_failures_total` up to the supervisor's counts (zero for every task
+    /// spawned and alive).
+    pub fn observe_tasks(&self, tasks: &crate::tasks::Tasks) {
+        for (task, failures) in tasks.failure_counts() {
+            let counter = self.task_failures.get_or_create(&[("task", task)]);
+            counter.inc_by(failures.saturating_sub(counter.get()));
+        }
+    }
+
     /// Counts an applied delta.
     pub fn delta_applied(&self, source: Source) {
         self.deltas_applied.get_or_create(&source.label()).inc();

@@ -55,6 +55,7 @@ use crate::context::{ContextEngine, EngineConfig};
 use crate::governance::{Governance, GovernanceConfig};
 use crate::metrics::NodeMetrics;
 use crate::net::Network;
+use crate::tasks::Tasks;
 
 pub use apps::{CallOutcome, RESERVED_EVENT_PREFIX};
 pub use blobs::{application_id_of, MAX_APP_LABEL};
@@ -63,6 +64,7 @@ pub use error::ServiceError;
 pub use events::{ContextEvent, SnapshotProgress, EVENT_QUEUE};
 pub use groups::{AliasScope, GroupInfo};
 pub use invitation::{Invitation, InvitationBody, InvitationError, JoinOutcome};
+pub use network::{EVENTS_TASK, KEYS_TASK, KEY_RECONCILE};
 pub use state::EntryPage;
 
 /// The libp2p peer id of an Ed25519 identity: the identity multihash of its protobuf-encoded
@@ -91,6 +93,15 @@ pub struct NodeService<B: Backend> {
     snapshots: std::sync::Mutex<HashMap<ContextId, SnapshotProgress>>,
     /// The application runtime and what calls share.
     apps: apps::Apps,
+    /// The long-lived tasks this node runs, supervised (see [`crate::tasks`]).
+    tasks: Tasks,
+}
+
+impl<B: Backend> Drop for NodeService<B> {
+    /// The tasks that end because the service is gone (they hold it weakly) are not failures.
+    fn drop(&mut self) {
+        self.tasks.shutting_down();
+    }
 }
 
 impl<B: Backend> NodeService<B> {
@@ -124,6 +135,7 @@ impl<B: Backend> NodeService<B> {
             join_timeout: invitation::JOIN_TIMEOUT,
             snapshots: std::sync::Mutex::new(HashMap::new()),
             apps: apps::Apps::new(weft_runtime::Limits::default()),
+            tasks: Tasks::new(),
         };
         // Upgrades logged before a stop may not have moved every context yet.
         service.resume_upgrades();
@@ -157,6 +169,11 @@ impl<B: Backend> NodeService<B> {
     /// The state engine.
     pub fn engine(&self) -> &ContextEngine<B> {
         &self.engine
+    }
+
+    /// The node's supervised long-lived tasks: the network's, and the daemon's own.
+    pub fn tasks(&self) -> &Tasks {
+        &self.tasks
     }
 
     /// Governance, over the same store as the engine.

@@ -8,7 +8,8 @@
 //! page, the events — as it did before, on its own loop. At most [`MAX_APPLYING`] jobs are in
 //! flight: past it the driver stops serving its inbound queues, which fill and refuse past
 //! their bounds as they did when the driver applied itself. Snapshots, repair merges and
-//! governance ops are still taken in on the driver's task.
+//! governance ops are still taken in on the driver's task. If the thread dies the driver
+//! stops with it, so the node reports the network dead rather than go on without applying.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -113,11 +114,18 @@ impl Applier {
         self.in_flight < MAX_APPLYING
     }
 
-    /// The thread stopped (it panicked): nothing in flight will come back.
-    pub(super) fn gone(&mut self) {
-        tracing::error!("the thread applying received deltas stopped");
+    /// The thread stopped (it panicked): nothing in flight will come back, and the driver
+    /// stops too (its supervisor reports the network dead; see [`crate::tasks`]). Returns why.
+    pub(super) fn gone(&mut self) -> String {
         self.jobs = None;
         self.in_flight = 0;
+        let why = match self.worker.take().map(JoinHandle::join) {
+            Some(Err(panic)) => format!("panicked: {}", crate::tasks::thread_panic_message(panic.as_ref())),
+            _ => "it stopped".to_owned(),
+        };
+        let reason = format!("the thread applying received deltas (weft-apply) {why}");
+        tracing::error!(%reason, "the network driver stops");
+        reason
     }
 }
 

@@ -157,8 +157,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
     }
 
-    /// The loop, until the handle asks to shut down or is dropped.
-    pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+    /// The loop, until the handle asks to shut down or is dropped; an error if the thread
+    /// applying received deltas died (see [`super::applier`]).
+    pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>) -> Result<(), String> {
         let mut tick = tokio::time::interval(self.config.anti_entropy_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -175,15 +176,15 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                         // caller may reopen the store at once.
                         drop(self);
                         let _ = done.send(());
-                        return;
+                        return Ok(());
                     }
                     Some(command) => self.on_command(command),
-                    None => return,
+                    None => return Ok(()),
                 },
                 _ = tick.tick() => self.on_tick(),
                 done = self.applier.done.recv(), if self.applier.in_flight > 0 => match done {
                     Some(done) => self.on_applied(done),
-                    None => self.applier.gone(),
+                    None => return Err(self.applier.gone()),
                 },
                 event = self.swarm.select_next_some(), if take_in => {
                     self.inbound.since_round =

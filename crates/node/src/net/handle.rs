@@ -21,6 +21,10 @@ use super::swarm::build_swarm;
 use super::{NetConfig, NetEvent, NetStats, PeerInfo};
 use crate::context::{Authorizer, ContextEngine};
 use crate::governance::Governance;
+use crate::tasks::Tasks;
+
+/// The name the network driver is supervised under (see [`crate::tasks`]).
+pub const NETWORK_TASK: &str = "network-driver";
 
 /// How long [`Network::start`] waits for its listeners to bind.
 pub const LISTEN_WAIT: Duration = Duration::from_secs(10);
@@ -99,12 +103,30 @@ impl Network {
     /// Builds the swarm, starts listening and dialing, and spawns the task driving it.
     /// Joins every context `engine` holds and, if `governance` is given, every
     /// namespace it holds; without it, namespace topics and requests are not served.
+    /// The driver's death is only logged; [`Network::start_supervised`] reports it.
     pub async fn start<B>(
         config: NetConfig,
         secret: &SecretKey,
         engine: Arc<ContextEngine<B>>,
         authorizer: Arc<dyn Authorizer + Send + Sync>,
         governance: Option<Arc<Governance<B>>>,
+    ) -> Result<Network, NetError>
+    where
+        B: Backend + Send + Sync + 'static,
+    {
+        Self::start_supervised(config, secret, engine, authorizer, governance, &Tasks::new()).await
+    }
+
+    /// [`Network::start`], with the driver spawned as the task [`NETWORK_TASK`] of `tasks`,
+    /// which records it if it panics or stops before the node shuts down (the thread applying
+    /// received deltas dying stops it too).
+    pub async fn start_supervised<B>(
+        config: NetConfig,
+        secret: &SecretKey,
+        engine: Arc<ContextEngine<B>>,
+        authorizer: Arc<dyn Authorizer + Send + Sync>,
+        governance: Option<Arc<Governance<B>>>,
+        tasks: &Tasks,
     ) -> Result<Network, NetError>
     where
         B: Backend + Send + Sync + 'static,
@@ -155,7 +177,7 @@ impl Network {
                 driver.join::<Contexts>(context_id);
             }
         }
-        tokio::spawn(driver.run(rx));
+        tasks.spawn(NETWORK_TASK, driver.run(rx));
         Ok(Network { peer_id, commands, events, stats })
     }
 

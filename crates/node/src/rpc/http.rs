@@ -3,7 +3,7 @@
 //! | path | auth | answer |
 //! |---|---|---|
 //! | `GET /health` | none | 200 while the process serves HTTP |
-//! | `GET /ready` | none | 200 once the node can serve calls, else 503 saying why (the store is not open yet, or its WAL cannot be synced) |
+//! | `GET /ready` | none | 200 once the node can serve calls, else 503 saying why (the store is not open yet, its WAL cannot be synced, or a supervised task died — named) |
 //! | `GET /metrics` | bearer | Prometheus text exposition |
 //! | `POST /`, WebSocket `/ws` (also `/`) | bearer | JSON-RPC 2.0 |
 //! | anything else | — | 404 |

@@ -75,6 +75,11 @@ impl<B: Backend + BackendStats> http::Probe for Shared<B> {
     fn ready(&self) -> Result<(), String> {
         // The daemon hands over the service once the store is open and the swarm listens.
         let service = self.service.get().ok_or("the store is not open yet")?;
+        // A node whose network driver, event forwarder or checkpoint loop died is not
+        // serving what it claims to: not ready, naming the task.
+        if let Some(dead) = service.tasks().not_ready() {
+            return Err(dead);
+        }
         // A node whose WAL cannot be synced acknowledges writes it may lose: not ready.
         match service.store().backend().wal_sync_error() {
             Some(error) => Err(format!("the store's WAL cannot be synced ({error})")),
@@ -89,6 +94,7 @@ impl<B: Backend + BackendStats> http::Probe for Shared<B> {
         }
         if let Some(service) = service {
             self.metrics.event_queue_depth(service.event_queue_depth());
+            self.metrics.observe_tasks(service.tasks());
             self.metrics.observe_tries(&service.engine().trie_stats());
             if let Some(stats) = service.runtime_stats() {
                 self.metrics.observe_apps(&stats);

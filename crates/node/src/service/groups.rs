@@ -11,7 +11,7 @@ use weft_store::schema::{ApplicationKey, GroupAlias, GroupContextAlias, GroupMem
 use weft_store::{Backend, Prefix, PrefixBy, Read};
 
 use super::{ContextEvent, NodeService, ServiceError};
-use crate::governance::MemberInfo;
+use crate::governance::{GovState, MemberInfo};
 
 /// Most contexts of a group told about a membership change.
 const MAX_NOTIFIED_CONTEXTS: usize = 10_000;
@@ -191,23 +191,44 @@ impl<B: Backend> NodeService<B> {
     /// starts, for upgrades logged while the node was stopping or that arrived in an op it
     /// logged before stopping. A failure is logged and the rest carry on.
     pub fn resume_upgrades(&self) {
+        self.each_held_namespace("resume upgrades", |_, state| {
+            let groups: Vec<GroupId> =
+                state.groups.iter().filter(|(_, g)| g.upgrade.is_some()).map(|(id, _)| *id).collect();
+            for group_id in groups {
+                self.apply_upgrade(&group_id);
+            }
+        });
+    }
+
+    /// Rotates every key this node should have rotated and has not: for every group of every
+    /// namespace held here, [`NodeService::rekey`] (which rotates only where this node is an
+    /// admin and a removed member still holds the current key, or a member lacks it), and
+    /// the namespace key likewise. Rotation normally follows the op that removed a member; this
+    /// catches the ones whose event was lost. Run at network start, periodically and after
+    /// the network's events lagged. Failures are logged and the rest carry on.
+    pub fn reconcile_keys(&self) {
+        self.each_held_namespace("reconcile keys", |namespace_id, state| {
+            for group_id in state.groups.keys() {
+                self.rekey(group_id);
+            }
+            self.rekey_namespace(&namespace_id);
+        });
+    }
+
+    /// Calls `f` with each namespace held here and its governance state; a namespace whose
+    /// state cannot be read is logged (as unable to `what`) and skipped.
+    fn each_held_namespace(&self, what: &'static str, mut f: impl FnMut(NamespaceId, &GovState)) {
         let namespaces = match self.store().scan(Prefix::<NamespaceGovHead>::family()).collect_all() {
             Ok(rows) => rows,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot list the namespaces to resume their upgrades");
+                tracing::warn!(error = %e, "cannot list the namespaces to {what}");
                 return;
             }
         };
         for (head, _) in namespaces {
-            let groups: Vec<GroupId> = match self.governance.state(&head.namespace_id) {
-                Ok(state) => state.groups.iter().filter(|(_, g)| g.upgrade.is_some()).map(|(id, _)| *id).collect(),
-                Err(e) => {
-                    tracing::warn!(namespace_id = %head.namespace_id, error = %e, "cannot resume upgrades");
-                    continue;
-                }
-            };
-            for group_id in groups {
-                self.apply_upgrade(&group_id);
+            match self.governance.state(&head.namespace_id) {
+                Ok(state) => f(head.namespace_id, &state),
+                Err(e) => tracing::warn!(namespace_id = %head.namespace_id, error = %e, "cannot {what}"),
             }
         }
     }

@@ -18,6 +18,13 @@ use crate::governance::SharedGovernanceAuthorizer;
 use crate::metrics::Source;
 use crate::net::{NetConfig, NetError, NetEvent, Network, PeerInfo};
 
+/// The name the network event forwarder is supervised under (see [`crate::tasks`]).
+pub const EVENTS_TASK: &str = "network-events";
+/// The name the key reconciliation loop is supervised under.
+pub const KEYS_TASK: &str = "key-reconcile";
+/// Least time between two key reconciliations (the anti-entropy interval when longer).
+pub const KEY_RECONCILE: Duration = Duration::from_secs(60);
+
 /// Most network events handled in one batch on the blocking pool.
 const EVENT_BATCH: usize = 256;
 
@@ -47,20 +54,31 @@ impl<B: Backend + Send + Sync + 'static> NodeService<B> {
             return Err(ServiceError::Conflict { what: "network", id: self.peer_id.to_string() });
         }
         let authorizer = Arc::new(SharedGovernanceAuthorizer::new(self.governance.clone()));
-        let network = Network::start(config, &self.key, self.engine.clone(), authorizer, Some(self.governance.clone()))
-            .await
-            .map_err(|e| ServiceError::Unavailable { reason: "network_not_running", message: e.to_string() })?;
+        let reconcile_every = config.anti_entropy_interval.max(KEY_RECONCILE);
+        let network = Network::start_supervised(
+            config,
+            &self.key,
+            self.engine.clone(),
+            authorizer,
+            Some(self.governance.clone()),
+            &self.tasks,
+        )
+        .await
+        .map_err(|e| ServiceError::Unavailable { reason: "network_not_running", message: e.to_string() })?;
         let events = network.subscribe();
         if self.network.set(network.clone()).is_err() {
             let _ = network.shutdown().await;
             return Err(ServiceError::Conflict { what: "network", id: self.peer_id.to_string() });
         }
-        tokio::spawn(forward(Arc::downgrade(self), events));
+        self.tasks.spawn(EVENTS_TASK, forward(Arc::downgrade(self), events));
+        self.tasks.spawn(KEYS_TASK, reconcile_keys(Arc::downgrade(self), reconcile_every));
         Ok(network)
     }
 
-    /// Stops the network (closing connections), if it runs.
+    /// Stops the network (closing connections), if it runs. The node is shutting down from
+    /// then on: its supervised tasks ending is no failure.
     pub async fn stop_network(&self) {
+        self.tasks.shutting_down();
         if let Some(network) = self.network.get() {
             if let Err(e) = network.shutdown().await {
                 tracing::debug!(error = %e, "network already stopped");
@@ -70,38 +88,65 @@ impl<B: Backend + Send + Sync + 'static> NodeService<B> {
 }
 
 /// Forwards network events to the service until the service is gone, in batches handled on
-/// the blocking pool (handling reads the store).
+/// the blocking pool (handling reads the store). Events missed because the broadcast lagged
+/// may include a member's removal, whose key rotation would then never run: a lag triggers
+/// a key reconciliation ([`NodeService::reconcile_keys`]) with the batch.
 async fn forward<B: Backend + Send + Sync + 'static>(
     service: Weak<NodeService<B>>,
     mut events: tokio::sync::broadcast::Receiver<NetEvent>,
-) {
+) -> Result<(), String> {
     loop {
+        let mut lagged = false;
         let mut batch = match events.recv().await {
             Ok(event) => vec![event],
             Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "network events were dropped before the service saw them");
-                continue;
+                tracing::warn!(missed, "network events were dropped before the service saw them; reconciling keys");
+                lagged = true;
+                Vec::new()
             }
-            Err(RecvError::Closed) => return,
+            Err(RecvError::Closed) => return Ok(()),
         };
         while batch.len() < EVENT_BATCH {
             match events.try_recv() {
                 Ok(event) => batch.push(event),
                 Err(TryRecvError::Lagged(missed)) => {
-                    tracing::warn!(missed, "network events were dropped before the service saw them");
+                    tracing::warn!(missed, "network events were dropped before the service saw them; reconciling keys");
+                    lagged = true;
                 }
                 Err(_) => break,
             }
         }
-        let Some(service) = service.upgrade() else { return };
+        let Some(service) = service.upgrade() else { return Ok(()) };
         let handled = tokio::task::spawn_blocking(move || {
             for event in batch {
                 service.on_net_event(event);
             }
+            if lagged {
+                service.reconcile_keys();
+            }
         })
         .await;
-        if handled.is_err() {
-            return;
+        // A panic handling an event is the forwarder's death.
+        if let Err(e) = handled {
+            return Err(format!("handling a network event failed: {e}"));
+        }
+    }
+}
+
+/// Reconciles group and namespace keys ([`NodeService::reconcile_keys`]) at once and then
+/// every `every`, until the service is gone: a removal whose event was lost (a lagged
+/// broadcast, a stop between logging the op and rotating) is rotated for at the next round.
+async fn reconcile_keys<B: Backend + Send + Sync + 'static>(
+    service: Weak<NodeService<B>>,
+    every: Duration,
+) -> Result<(), String> {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(service) = service.upgrade() else { return Ok(()) };
+        if let Err(e) = tokio::task::spawn_blocking(move || service.reconcile_keys()).await {
+            return Err(format!("reconciling keys failed: {e}"));
         }
     }
 }
