@@ -117,7 +117,7 @@ impl Network {
         Self::start_supervised(config, secret, engine, authorizer, governance, &Tasks::new()).await
     }
 
-    /// [`Network::start`], with the driver spawned as the task [`NETWORK_TASK`] of `tasks`,
+    /// [`Network::start`], with the driver spawned as the task `NETWORK_TASK` of `tasks`,
     /// which records it if it panics or stops before the node shuts down (the thread applying
     /// received deltas dying stops it too).
     pub async fn start_supervised<B>(

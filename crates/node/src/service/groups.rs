@@ -201,7 +201,7 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// Rotates every key this node should have rotated and has not: for every group of every
-    /// namespace held here, [`NodeService::rekey`] (which rotates only where this node is an
+    /// namespace held here, `NodeService::rekey` (which rotates only where this node is an
     /// admin and a removed member still holds the current key, or a member lacks it), and
     /// the namespace key likewise. Rotation normally follows the op that removed a member; this
     /// catches the ones whose event was lost. Run at network start, periodically and after
