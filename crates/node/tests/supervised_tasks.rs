@@ -5,11 +5,14 @@
 //! there `/ready` stayed 200 with the driver dead, and nothing rotated after a lost event.
 #![allow(clippy::unwrap_used)]
 
+mod net_support;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use net_support::eventually;
 use weft_node::config::NodeConfig;
 use weft_node::metrics::NodeMetrics;
 use weft_node::net::NetConfig;
@@ -42,15 +45,6 @@ fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     s.read_to_string(&mut out).unwrap();
     let status = out.split(' ').nth(1).unwrap().parse().unwrap();
     (status, out)
-}
-
-/// Polls `check` until it holds, for at most 30 s.
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -121,7 +115,10 @@ async fn a_removal_whose_rotation_was_lost_is_rotated_for_at_network_start() {
     let svc = service(store, key, Arc::new(NodeMetrics::new()));
     svc.start_network(net()).await.unwrap();
     let root = namespace_id.root_group();
-    eventually("the group key rotated", || !svc.governance().key_status(&root).unwrap().needs_rotation()).await;
+    eventually(Duration::from_secs(30), "the group key rotated", || {
+        !svc.governance().key_status(&root).unwrap().needs_rotation()
+    })
+    .await;
     let after = svc.governance().key_status(&root).unwrap();
     assert_ne!(after.key_id, before);
     assert!(after.stale_holders.is_empty());
