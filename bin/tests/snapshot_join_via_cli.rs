@@ -35,8 +35,11 @@ fn a_fresh_join_by_snapshot_reports_progress_and_converges() {
 
     // Watch b's sync progress while it joins.
     let (mut watch, events) = watch_json(&home_b, &["sync", "watch"]);
-    // The subscription starts asynchronously: give it a moment before the join.
-    std::thread::sleep(Duration::from_millis(500));
+    // The subscription starts asynchronously: wait until b counts it before the join.
+    eventually(Duration::from_secs(30), "b's sync subscription to open", || {
+        let (_, metrics) = http(b.addr, "GET", "/metrics", Some(&b.token), "").ok()?;
+        metrics.lines().any(|l| l.starts_with("weft_event_subscribers ") && !l.ends_with(" 0")).then_some(())
+    });
     assert_eq!(stdout_ok(&b.weft(&["context", "join", &invitation])), ctx);
 
     let (sa, sb) = eventually(Duration::from_secs(60), "equal roots on a and b", || {

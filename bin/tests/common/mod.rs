@@ -160,6 +160,33 @@ impl Node {
         stderr
     }
 
+    /// Kills weftd with SIGKILL (no shutdown, no flush) and waits for it; returns what it wrote
+    /// to stderr. Its `rpc-addr` is left behind, stale, as a crash leaves it.
+    pub fn kill(mut self) -> String {
+        let mut child = self.child.take().unwrap();
+        let _ = child.kill(); // it may be dead already (see `pid`)
+        child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let stderr = self.stderr.lock().unwrap().clone();
+        stderr
+    }
+
+    /// weftd's process id (to signal it while calls are in flight).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// A JSON-RPC call that reports a failed connection or a non-200 answer instead of
+    /// panicking (for calls that race a kill); returns the whole response object.
+    pub fn try_call(&self, method: &str, params: Value) -> Result<Value, String> {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
+        let (status, text) = http(self.addr, "POST", "/", Some(&self.token), &body).map_err(|e| e.to_string())?;
+        if status != 200 {
+            return Err(format!("HTTP {status}: {text}"));
+        }
+        serde_json::from_str(&text).map_err(|e| format!("not JSON ({e}): {text}"))
+    }
+
     /// A JSON-RPC call with the right token; returns the whole response object.
     pub fn call(&self, method: &str, params: Value) -> Value {
         let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();

@@ -50,6 +50,42 @@ impl<Id: Copy> Iterator for Lacking<Id> {
 
 impl<Id: Copy> ExactSizeIterator for Lacking<Id> {}
 
+/// What to tell a peer this node holds, for [`lacking`] on the peer's side: `heads`, then
+/// ancestors of each at distances 1, 2, 4, 8, … along its first parents, walking at most
+/// `max_walk` nodes in all (so at most about `heads.len() + log2(max_walk)` ids).
+///
+/// [`lacking`] ignores the peer heads it has not applied. When both sides wrote since they
+/// last met, the asker's heads are all unknown to the server, which would then find the
+/// asker lacking its whole history and send it again; with these marks it finds an ancestor
+/// it knows within a factor of two of the divergence (if the divergence is within
+/// `max_walk`), and sends only what the asker lacks (plus at most about as much again).
+pub fn marks<S: DagStore + ?Sized>(
+    store: &S,
+    heads: &[S::Id],
+    max_walk: usize,
+) -> Result<Vec<S::Id>, DagError<S::Error>> {
+    let mut out: Vec<S::Id> = heads.to_vec();
+    let mut budget = max_walk;
+    for head in heads {
+        let (mut at, mut distance, mut next_mark) = (*head, 0usize, 1usize);
+        while budget > 0 {
+            let Some(first) = store.applied(&at)?.and_then(|a| a.parents.first().copied()) else {
+                break;
+            };
+            budget -= 1;
+            distance += 1;
+            at = first;
+            if distance == next_mark {
+                if !out.contains(&at) {
+                    out.push(at);
+                }
+                next_mark = next_mark.saturating_mul(2);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// A node the walk has reached.
 struct Seen<Id> {
     height: u64,

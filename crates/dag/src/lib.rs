@@ -51,7 +51,7 @@
 mod lacking;
 mod memory;
 
-pub use lacking::{lacking, Lacking};
+pub use lacking::{lacking, marks, Lacking};
 pub use memory::MemoryDag;
 
 use std::cmp::Ordering;

@@ -72,10 +72,10 @@ async fn members_read_sealed_traffic_and_a_removed_member_stops() {
         assert!(n.net.stats().sealed_opened.load(Ordering::Relaxed) > 0);
     }
     // D got ciphertext only: nothing applied, over several anti-entropy rounds.
+    eventually(WITHIN, "D receives ciphertext", || d.net.stats().sealed_unreadable.load(Ordering::Relaxed) > 0).await;
     tokio::time::sleep(TICK * 4).await;
     assert!(d.engine.entries(&CTX).unwrap().is_empty());
     assert_eq!(d.engine.view(&CTX).unwrap().status.delta_count, 0);
-    assert!(d.net.stats().sealed_unreadable.load(Ordering::Relaxed) > 0);
     // Not even the heads and root: D never sees a member in sync, nor reads their status.
     assert!(d.net.in_sync_peers(CTX).await.unwrap().is_empty());
     assert_eq!(d.net.sync_target(CTX).await.unwrap(), None, "D read no member's status");
@@ -97,16 +97,20 @@ async fn members_read_sealed_traffic_and_a_removed_member_stops() {
         write_as(&b, ns, &b_id, &format!("b-after{i}")).await;
     }
     context_converged(&[&a, &b], CTX, WITHIN).await;
+    eventually(WITHIN, "C receives ciphertext it cannot open", || {
+        c.net.stats().sealed_unreadable.load(Ordering::Relaxed) > c_unreadable
+    })
+    .await;
     tokio::time::sleep(TICK * 5).await;
     assert_eq!(c.engine.view(&CTX).unwrap().status.delta_count, c_applied);
     assert_eq!(c.engine.get(&CTX, b"after0").unwrap(), None);
-    assert!(c.net.stats().sealed_unreadable.load(Ordering::Relaxed) > c_unreadable);
 
     // What C writes now reaches no one: it cannot seal it, and serves nothing of the context.
     let withheld = c.net.stats().sealed_withheld.load(Ordering::Relaxed);
     write_as(&c, ns, &c_id, "from-c").await;
+    eventually(WITHIN, "C withholds its write", || c.net.stats().sealed_withheld.load(Ordering::Relaxed) > withheld)
+        .await;
     tokio::time::sleep(TICK * 5).await;
-    assert!(c.net.stats().sealed_withheld.load(Ordering::Relaxed) > withheld);
     for n in [&a, &b] {
         assert_eq!(n.engine.get(&CTX, b"from-c").unwrap(), None);
     }

@@ -128,9 +128,10 @@ async fn governance_ops_are_sealed_in_transit_and_private_ops_at_rest() {
         n.net.stats().namespace_keys_requested.load(Ordering::Relaxed) >= 1
     })
     .await;
+    eventually(WITHIN, "N receives sealed ops", || n.net.stats().ops_sealed_unreadable.load(Ordering::Relaxed) > 0)
+        .await;
     tokio::time::sleep(TICK * 4).await;
     assert!(n.gov.heads(&ns).unwrap().is_empty(), "N logged no op");
-    assert!(n.net.stats().ops_sealed_unreadable.load(Ordering::Relaxed) > 0);
     assert_eq!(n.net.stats().namespace_keys_received.load(Ordering::Relaxed), 0);
     assert!(keys_held(&n.gov).is_empty(), "N holds no key at all");
     assert!(a.net.stats().ops_sealed_sent.load(Ordering::Relaxed) > 0);
@@ -206,9 +207,12 @@ async fn governance_ops_are_sealed_in_transit_and_private_ops_at_rest() {
     let d = start(store_with_identity(ns, &d_id), 6, config(vec![a_addr], TICK), true, &[CTX]).await;
     d.net.join_namespace(ns).await.unwrap();
     governance_converged(&[&a, &b, &m, &d], ns, WITHIN).await;
+    eventually(WITHIN, "C receives sealed ops it cannot open", || {
+        c.net.stats().ops_sealed_unreadable.load(Ordering::Relaxed) > c_unreadable
+    })
+    .await;
     tokio::time::sleep(TICK * 4).await;
     assert_ne!(c.gov.heads(&ns).unwrap(), a.gov.heads(&ns).unwrap(), "C is not sent the later ops in the clear");
-    assert!(c.net.stats().ops_sealed_unreadable.load(Ordering::Relaxed) > c_unreadable);
     let c_keys = keys_held(&c.gov);
     for later_key in [ns_key2, s_key3] {
         assert!(c_keys.iter().all(|(_, k)| k.key_id() != later_key), "C holds no key rotated after it left");

@@ -154,8 +154,12 @@ impl LogKind for Contexts {
         if driver.snapshots.receiving.contains_key(context_id) {
             return None;
         }
-        match driver.engine.view(context_id) {
-            Ok(view) => Some(view.heads),
+        // The heads and ancestors at doubling distances: the peer ignores heads it has not
+        // seen (written here since they last met), and without a known ancestor it would
+        // send its whole history again (weft_dag::marks).
+        let marks = driver.engine.view(context_id).and_then(|view| driver.engine.sync_marks(context_id, &view.heads));
+        match marks {
+            Ok(marks) => Some(marks),
             Err(e) => {
                 tracing::warn!(%context_id, error = %e, "cannot read heads");
                 None

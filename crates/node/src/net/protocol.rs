@@ -153,7 +153,9 @@ pub enum SyncRequest {
     Deltas {
         /// The context.
         context_id: ContextId,
-        /// The asker's heads.
+        /// The asker's heads, then ancestors of them at doubling distances (deltas it holds
+        /// that the responder may know when it knows none of the heads; see
+        /// [`weft_dag::marks`]).
         heads: Vec<DeltaId>,
         /// Most deltas wanted in this response (capped at [`MAX_DELTAS_PER_RESPONSE`]).
         max: u32,

@@ -39,6 +39,9 @@ pub use repair::{
 };
 pub use snapshot::{SnapshotBuilder, SnapshotCursor, SnapshotError, SnapshotHeader, SnapshotInstalled, SnapshotPage};
 
+/// Most deltas [`ContextEngine::sync_marks`] walks back from the heads.
+pub const SYNC_MARKS_WALK: usize = 1024;
+
 /// Decides whether an author may write to a context (governance plugs in here).
 pub trait Authorizer {
     /// Whether `author` may write `delta` to `context`.
@@ -480,6 +483,13 @@ impl<B: Backend> ContextEngine<B> {
     ) -> Result<Lacking<DeltaId>, EngineError> {
         self.meta(context_id)?;
         Ok(weft_dag::lacking(&self.dag(context_id), peer_heads, batch)?)
+    }
+
+    /// What to tell a peer this node holds of a context when asking for what it lacks:
+    /// `heads` and ancestors of them at doubling distances, walking at most
+    /// [`SYNC_MARKS_WALK`] deltas (see [`weft_dag::marks`]).
+    pub fn sync_marks(&self, context_id: &ContextId, heads: &[DeltaId]) -> Result<Vec<DeltaId>, EngineError> {
+        Ok(weft_dag::marks(&self.dag(context_id), heads, SYNC_MARKS_WALK)?)
     }
 
     /// The root mismatches recorded for a context (for repair), by delta id.

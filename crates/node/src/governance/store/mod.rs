@@ -166,6 +166,10 @@ pub struct Governance<B: Backend> {
     namespaces: Mutex<HashMap<NamespaceId, Loaded>>,
     /// Serializes [`Governance::apply_upgrade`] (its progress row is read, then written).
     migrations: Mutex<()>,
+    /// Serializes this node's own ops from nonce to submit ([`Governance::act`],
+    /// [`Governance::create_group`]): two built at once would take the same nonce and heads,
+    /// and the second be refused (`NonceReused`).
+    local_ops: Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -183,6 +187,7 @@ impl<B: Backend> Governance<B> {
             config,
             namespaces: Mutex::new(HashMap::new()),
             migrations: Mutex::new(()),
+            local_ops: Mutex::new(()),
         }
     }
 

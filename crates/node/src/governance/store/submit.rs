@@ -81,6 +81,7 @@ impl<B: Backend> Governance<B> {
     ) -> Result<(GroupId, OpId), GovernanceError> {
         let namespace_id = self.namespace_of(&parent)?;
         let signer = secret.public_key();
+        let _local = lock(&self.local_ops);
         let nonce = self.next_nonce(&namespace_id, &signer)?;
         let group_id = GroupId::for_subgroup(&namespace_id, &signer, nonce);
         let body = OpBody::GroupCreated {
@@ -202,6 +203,7 @@ impl<B: Backend> Governance<B> {
         secret: &SecretKey,
         body: OpBody,
     ) -> Result<OpId, GovernanceError> {
+        let _local = lock(&self.local_ops);
         let op = if body.is_group_private() {
             self.sign_private(namespace_id, group_id, secret, body)?
         } else {
