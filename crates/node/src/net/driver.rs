@@ -191,7 +191,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 _ = tick.tick() => self.on_tick(),
                 _ = redials.tick() => self.redial_due(),
                 done = self.applier.done.recv(), if self.applier.in_flight > 0 => match done {
-                    Some(done) => self.on_applied(done),
+                    Some(finished) => self.on_finished(finished),
                     None => return Err(self.applier.gone()),
                 },
                 event = self.swarm.select_next_some(), if take_in => {
@@ -219,7 +219,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.contexts.leave(&mut self.swarm, context_id);
         self.contexts.kind.reported.remove(&context_id);
         self.repairs.forget_context(context_id);
-        self.snapshots.receiving.remove(&context_id);
+        self.snapshots.forget_context(context_id);
         self.pending.retain(|_, pending| match pending {
             Pending::Status(c)
             | Pending::Deltas(c)
