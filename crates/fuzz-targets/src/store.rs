@@ -107,6 +107,7 @@ families! {
     // Appended, not in schema order, so the recorded seeds' selector bytes keep their families.
     PartialBlob,
     PartialBlobChunk,
+    KnownPeer,
 }
 
 /// The family named `name`.

@@ -145,11 +145,22 @@ pub struct P2pConfig {
     pub listen: Vec<Multiaddr>,
     /// Peers dialled at start-up.
     pub bootstrap: Vec<Multiaddr>,
+    /// Most peers remembered across restarts (verified members sharing a context or
+    /// namespace), redialed at start and after they disconnect. 0: none.
+    pub max_known_peers: u32,
+    /// A remembered peer not seen for this long is forgotten, in milliseconds.
+    pub known_peer_ttl_ms: u64,
 }
 
 impl Default for P2pConfig {
     fn default() -> Self {
-        P2pConfig { listen: vec![default_p2p_listen()], bootstrap: Vec::new() }
+        let net = NetConfig::default();
+        P2pConfig {
+            listen: vec![default_p2p_listen()],
+            bootstrap: Vec::new(),
+            max_known_peers: u32::try_from(net.max_known_peers).unwrap_or(u32::MAX),
+            known_peer_ttl_ms: u64::try_from(net.known_peer_ttl.as_millis()).unwrap_or(u64::MAX),
+        }
     }
 }
 
@@ -328,7 +339,7 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 23] = [
+        let positive: [(&'static str, u64); 24] = [
             ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
             ("rpc.max_connections", u64::from(self.rpc.max_connections)),
             ("rpc.max_batch", u64::from(self.rpc.max_batch)),
@@ -337,6 +348,7 @@ impl NodeConfig {
             ("storage.background_jobs", u64::from(self.storage.background_jobs)),
             ("storage.trie_checkpoint_mb", self.storage.trie_checkpoint_mb),
             ("storage.trie_checkpoint_keys", self.storage.trie_checkpoint_keys),
+            ("p2p.known_peer_ttl_ms", self.p2p.known_peer_ttl_ms),
             ("sync.anti_entropy_interval_ms", self.sync.anti_entropy_interval_ms),
             ("sync.catch_up_batch", u64::from(self.sync.catch_up_batch)),
             ("sync.max_sessions", u64::from(self.sync.max_sessions)),
@@ -467,6 +479,8 @@ impl NodeConfig {
             peer_gossip_rate: self.sync.peer_gossip_rate,
             peer_gossip_burst: self.sync.peer_gossip_burst,
             blob_chunk_bytes: self.sync.blob_chunk_kib.saturating_mul(1024),
+            max_known_peers: usize::try_from(self.p2p.max_known_peers).unwrap_or(usize::MAX),
+            known_peer_ttl: Duration::from_millis(self.p2p.known_peer_ttl_ms),
             ..NetConfig::default()
         }
     }
@@ -511,6 +525,13 @@ listen = {p2p_listen}
 # Peers to dial at start-up (and redial while no peer is connected), as multiaddrs,
 # optionally ending in /p2p/<peer id>. Default [].
 bootstrap = {bootstrap}
+# Peers that proved membership of a context or namespace held here are remembered
+# (addresses and when last seen) and redialed at start and, with backoff from 1 s
+# to 5 min, after they disconnect. At most this many (0: none). Default {d_max_known_peers}.
+max_known_peers = {max_known_peers}
+# A remembered peer not seen for this long is forgotten, in milliseconds.
+# Default {d_known_peer_ttl_ms} (7 days).
+known_peer_ttl_ms = {known_peer_ttl_ms}
 
 [storage]
 # RocksDB's memory budget in MiB: one block cache shared by every column family,
@@ -647,6 +668,10 @@ log_lines_per_second = {log_lines_per_second}
             p2p_default = DEFAULT_P2P_LISTEN,
             p2p_listen = quoted_list(&self.p2p.listen),
             bootstrap = quoted_list(&self.p2p.bootstrap),
+            d_max_known_peers = P2pConfig::default().max_known_peers,
+            max_known_peers = self.p2p.max_known_peers,
+            d_known_peer_ttl_ms = P2pConfig::default().known_peer_ttl_ms,
+            known_peer_ttl_ms = self.p2p.known_peer_ttl_ms,
             memory_budget_mb = self.storage.memory_budget_mb,
             write_buffer_mb = self.storage.write_buffer_mb,
             wal_sync_interval_ms = self.storage.wal_sync_interval_ms,

@@ -1,6 +1,8 @@
 //! A node joining a context of 100,000 keys (with a long history) takes a snapshot from a
 //! peer over real loopback sockets instead of replaying the history, then catches up the
-//! deltas written meanwhile, ending at equal heads and root.
+//! deltas written meanwhile, ending at equal heads and root. Meanwhile B's network task keeps
+//! answering: the snapshot is installed on the applier's thread, not on the task driving the
+//! swarm (the longest stall of a round trip to it is measured and bounded).
 
 mod net_support;
 
@@ -42,6 +44,20 @@ async fn a_fresh_node_joins_a_large_context_by_snapshot_and_catches_up() {
     let b = start(rocks_store(b_dir.path()), 2, b_config, false, &[CTX]).await;
     let mut events = b.net.subscribe();
     let joined = Instant::now();
+    // How long a round trip to B's network task takes, at worst, while it joins.
+    let probe = b.net.clone();
+    let stalls = tokio::spawn(async move {
+        let mut worst = Duration::ZERO;
+        while probe.stats().snapshots_installed.load(Ordering::Relaxed) == 0
+            && joined.elapsed() < Duration::from_secs(300)
+        {
+            let asked = Instant::now();
+            let _ = probe.listen_addrs().await;
+            worst = worst.max(asked.elapsed());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        worst
+    });
 
     // A keeps writing (and gossiping) while B receives the snapshot.
     for i in 0..20 {
@@ -51,6 +67,7 @@ async fn a_fresh_node_joins_a_large_context_by_snapshot_and_catches_up() {
     }
     context_converged(&[&a, &b], CTX, Duration::from_secs(300)).await;
     let elapsed = joined.elapsed();
+    let worst_stall = stalls.await.unwrap();
 
     let stats = b.net.stats();
     assert_eq!(stats.snapshots_installed.load(Ordering::Relaxed), 1);
@@ -79,6 +96,8 @@ async fn a_fresh_node_joins_a_large_context_by_snapshot_and_catches_up() {
     assert!(keys >= (KEYS - 100) as u64 && deltas >= history, "{keys} keys, {deltas} deltas");
     assert!(progress as u64 >= round_trips.min(2), "{progress} progress events, {round_trips} pages");
     eprintln!(
-        "snapshot join: {keys} keys and {deltas} deltas in {round_trips} pages, {bytes} bytes; converged in {elapsed:?}"
+        "snapshot join: {keys} keys and {deltas} deltas in {round_trips} pages, {bytes} bytes; converged in \
+         {elapsed:?}; the network task answered within {worst_stall:?} at worst"
     );
+    assert!(worst_stall < Duration::from_secs(2), "the network task stalled {worst_stall:?} during the join");
 }

@@ -338,6 +338,24 @@ pub struct DivergenceValue {
     pub seen_at_ms: u64,
 }
 
+/// A peer this node remembers across restarts (Generic 0x0B): a verified member of a context
+/// or namespace held here, redialed at start and after it disconnects. Node-local, never sent.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub struct KnownPeerValue {
+    /// The peer's addresses (multiaddrs as bytes), the ones it listens on first; at most
+    /// [`KnownPeerValue::MAX_ADDRESSES`].
+    pub addresses: Vec<Vec<u8>>,
+    /// When this node last saw the peer connected, ms since the Unix epoch.
+    pub last_seen_ms: u64,
+    /// How many contexts and namespaces held here the peer answered for as a member.
+    pub shared: u32,
+}
+
+impl KnownPeerValue {
+    /// Most addresses remembered per peer.
+    pub const MAX_ADDRESSES: usize = 8;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

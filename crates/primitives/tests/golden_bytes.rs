@@ -595,6 +595,13 @@ fn divergence_value() {
 }
 
 #[test]
+fn known_peer_value() {
+    let v = KnownPeerValue { addresses: vec![vec![0x04, 0x7f, 0, 0, 1]], last_seen_ms: 0x0102, shared: 3 };
+    // u32 len 1 ‖ (u32 len 5 ‖ bytes) ‖ last_seen_ms (u64 LE) ‖ shared (u32 LE)
+    check(&v, "0100000005000000047f000001020100000000000003000000");
+}
+
+#[test]
 fn context_capabilities() {
     check(&ContextCapabilities::WRITE, "01");
 }

@@ -7,7 +7,7 @@ use weft_primitives::{
     ApplicationId, ApplicationMeta, BlobId, ContextConfigValue, ContextDagDeltaValue, ContextId, ContextIdentityValue,
     ContextMetaValue, ContextStatusValue, DagNodeValue, DeltaId, DivergenceValue, GroupContextLastMigrationValue,
     GroupDefaultCapsValue, GroupId, GroupMemberCapabilityValue, GroupMetaValue, GroupOpHeadValue, GroupSigningKeyValue,
-    GroupUpgradeValue, KeyId, KeyVersion, NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId,
+    GroupUpgradeValue, KeyId, KeyVersion, KnownPeerValue, NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId,
     NamespaceIdentityValue, NonceWindow, OpId, PublicKey, Role, TrieRow,
 };
 
@@ -42,7 +42,7 @@ columns! {
         /// Human-readable name → id.
         Alias => "alias", ColumnOptions::point_and_scan(33);
         /// Everything else, partitioned by a prefix byte (0x00 generic, 0x01–0x06 and 0x08 the
-        /// state engine, 0x07 the node's left contexts, 0x09–0x0A blobs being fetched).
+        /// state engine, 0x07 the node's left contexts, 0x09–0x0A blobs being fetched, 0x0B known peers).
         Generic => "generic", ColumnOptions::point_and_scan(33);
         /// Governance, partitioned by the prefix bytes 0x20–0x3A.
         Group => "group", ColumnOptions::point_and_scan(33);
@@ -116,7 +116,7 @@ keys! {
     /// An alias: kind, the scope it is unique in, the name → the 32-byte id it names.
     pub struct AliasKey in Alias { kind: u8, scope: [u8; 32] ; name: Text } => B<[u8; 32]>;
     // Generic column: uncategorized data, the state engine's bookkeeping (0x01–0x06, 0x08),
-    // the contexts this node left (0x07) and blobs being fetched (0x09–0x0A).
+    // the contexts this node left (0x07), blobs being fetched (0x09–0x0A) and known peers (0x0B).
     /// Uncategorized data: a 32-byte scope and a raw fragment.
     pub struct GenericKey in Generic [0x00] { scope: [u8; 32] ; fragment: RawTail } => Raw;
     /// A Merkle trie branch of a context's state (or its lone leaf), by nibble path (one byte per nibble).
@@ -145,6 +145,10 @@ keys! {
     /// A chunk of a blob being fetched, by its offset (big-endian, so a scan runs in
     /// order): what a fetch cut short resumes from.
     pub struct PartialBlobChunk in Generic [0x0A] { blob_id: BlobId, offset: u64 } => Raw;
+    /// A peer remembered across restarts, by its peer id's bytes: its addresses, when it
+    /// was last seen, and how many contexts and namespaces it shares with this node.
+    /// Node-local, bounded (`p2p.max_known_peers`) and aged out (`p2p.known_peer_ttl_ms`).
+    pub struct KnownPeer in Generic [0x0B] { ; peer_id: RawTail } => B<KnownPeerValue>;
 
     // Group column: membership and metadata (0x20–0x23).
     /// Group metadata.

@@ -207,3 +207,28 @@ fn golden_partial_blob_rows() {
     assert_eq!(rows.iter().map(|(k, _)| k.offset).collect::<Vec<_>>(), vec![0, 256, 512, 1 << 40]);
     assert_eq!(store.get(&head).unwrap(), Some(9));
 }
+
+/// Golden bytes of a known peer (Generic 0x0B): `0b ‖ peer id bytes` (a raw tail),
+/// the value a Borsh `KnownPeerValue`. Changing either needs a migration.
+#[test]
+fn golden_known_peer_row() {
+    use weft_primitives::KnownPeerValue;
+    use weft_store::schema::KnownPeer;
+    let key = KnownPeer { peer_id: RawTail(vec![0x00, 0x24, 0x08]) };
+    assert_eq!(KnownPeer::COLUMN, Column::Generic);
+    assert_eq!(hex(&key.to_key_bytes()), "0b002408");
+    assert_eq!(KnownPeer::from_key_bytes(&key.to_key_bytes()).unwrap(), key);
+    let value = KnownPeerValue { addresses: vec![vec![0x04]], last_seen_ms: 2, shared: 1 };
+    let mut scratch = Vec::new();
+    let bytes = <KnownPeer as AsKeyParts>::Codec::encode(&value, &mut scratch);
+    assert_eq!(hex(bytes), "010000000100000004020000000000000001000000");
+
+    // A whole-family scan finds every peer and nothing of the neighbouring families.
+    let store = Store::<_, Column>::open(MemoryBackend::new::<Column>()).unwrap();
+    for i in 0..3u8 {
+        store.put(&KnownPeer { peer_id: RawTail(vec![i, 0]) }, &value).unwrap();
+    }
+    store.put(&weft_store::schema::PartialBlob { blob_id: weft_primitives::BlobId::from_bytes([0; 32]) }, &1).unwrap();
+    let rows = store.scan(Prefix::<KnownPeer>::family()).collect_all().unwrap();
+    assert_eq!(rows.len(), 3);
+}

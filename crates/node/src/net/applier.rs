@@ -7,8 +7,10 @@
 //! engine's verdicts ([`Done`]); the driver then does what follows — the gossip verdict, the next
 //! page, the events — as it did before, on its own loop. At most [`MAX_APPLYING`] jobs are in
 //! flight: past it the driver stops serving its inbound queues, which fill and refuse past
-//! their bounds as they did when the driver applied itself. Snapshots, repair merges and
-//! governance ops are still taken in on the driver's task. If the thread dies the driver
+//! their bounds as they did when the driver applied itself. A snapshot received whole is
+//! installed on the same thread ([`Install`], one RocksDB batch of every key, version and DAG
+//! node: the longest write the network makes), and handed back the same way. Repair merges
+//! and governance ops are still taken in on the driver's task. If the thread dies the driver
 //! stops with it, so the node reports the network dead rather than go on without applying.
 
 use std::sync::Arc;
@@ -20,7 +22,7 @@ use weft_primitives::{ContextDagDeltaValue, ContextId, NamespaceId};
 
 use super::catch_up::PageSent;
 use super::driver::{Driver, NetBackend};
-use crate::context::{ApplyOutcome, Authorizer, ContextEngine, EngineError};
+use crate::context::{ApplyOutcome, Authorizer, ContextEngine, EngineError, SnapshotBuilder, SnapshotInstalled};
 
 /// Most jobs handed to the applier and not yet done before the driver stops serving inbound
 /// work (each a gossiped delta, a catch-up page or a deferred delta).
@@ -56,12 +58,42 @@ pub(super) struct Done {
     pub(super) then: Then,
 }
 
+/// A snapshot received whole, to install, and how it arrived (for the report after).
+pub(super) struct Install {
+    pub(super) context_id: ContextId,
+    pub(super) peer: PeerId,
+    pub(super) builder: Box<SnapshotBuilder>,
+    pub(super) round_trips: u64,
+    pub(super) bytes: u64,
+}
+
+/// A snapshot installed (or refused by the engine).
+pub(super) struct Installed {
+    pub(super) context_id: ContextId,
+    pub(super) peer: PeerId,
+    pub(super) result: Result<SnapshotInstalled, EngineError>,
+    pub(super) round_trips: u64,
+    pub(super) bytes: u64,
+}
+
+/// What the thread is handed: deltas to apply or a snapshot to install, in order.
+enum Task {
+    Apply(Job),
+    Install(Install),
+}
+
+/// What the thread hands back.
+pub(super) enum Finished {
+    Applied(Done),
+    Installed(Installed),
+}
+
 /// The thread applying received deltas, and the driver's ends of its channels.
 pub(super) struct Applier {
-    jobs: Option<std::sync::mpsc::Sender<Job>>,
+    jobs: Option<std::sync::mpsc::Sender<Task>>,
     worker: Option<JoinHandle<()>>,
-    /// Jobs applied, for the driver's loop.
-    pub(super) done: mpsc::UnboundedReceiver<Done>,
+    /// Jobs applied and snapshots installed, for the driver's loop.
+    pub(super) done: mpsc::UnboundedReceiver<Finished>,
     /// Jobs handed over and not yet received back.
     pub(super) in_flight: usize,
 }
@@ -72,19 +104,28 @@ impl Applier {
         engine: Arc<ContextEngine<B>>,
         authorizer: Arc<dyn Authorizer + Send + Sync>,
     ) -> Applier {
-        let (jobs, inbox) = std::sync::mpsc::channel::<Job>();
+        let (jobs, inbox) = std::sync::mpsc::channel::<Task>();
         let (done_tx, done) = mpsc::unbounded_channel();
         let worker = std::thread::Builder::new().name("weft-apply".into()).spawn(move || {
-            for Job { context_id, peer, deltas, then } in inbox {
-                let results = match then {
-                    Then::Page { .. } => engine.receive_many(&context_id, deltas, authorizer.as_ref()),
-                    Then::Gossip { .. } | Then::Deferred => deltas
-                        .into_iter()
-                        .map(|delta| engine.receive(&context_id, delta, authorizer.as_ref()))
-                        .collect(),
+            for task in inbox {
+                let finished = match task {
+                    Task::Apply(Job { context_id, peer, deltas, then }) => {
+                        let results = match then {
+                            Then::Page { .. } => engine.receive_many(&context_id, deltas, authorizer.as_ref()),
+                            Then::Gossip { .. } | Then::Deferred => deltas
+                                .into_iter()
+                                .map(|delta| engine.receive(&context_id, delta, authorizer.as_ref()))
+                                .collect(),
+                        };
+                        Finished::Applied(Done { context_id, peer, results, then })
+                    }
+                    Task::Install(Install { context_id, peer, builder, round_trips, bytes }) => {
+                        let result = engine.install_snapshot(*builder);
+                        Finished::Installed(Installed { context_id, peer, result, round_trips, bytes })
+                    }
                 };
                 // The driver is gone: nothing follows.
-                if done_tx.send(Done { context_id, peer, results, then }).is_err() {
+                if done_tx.send(finished).is_err() {
                     return;
                 }
             }
@@ -102,11 +143,22 @@ impl Applier {
     /// Hands a job over (dropped, and logged, if the thread is gone: anti-entropy brings the
     /// deltas again).
     pub(super) fn submit(&mut self, job: Job) {
-        if self.jobs.as_ref().is_some_and(|jobs| jobs.send(job).is_ok()) {
-            self.in_flight += 1;
-        } else {
+        if !self.hand_over(Task::Apply(job)) {
             tracing::error!("the thread applying received deltas is gone; deltas not applied");
         }
+    }
+
+    /// Hands a snapshot over to install; false (the snapshot dropped) if the thread is gone.
+    pub(super) fn install(&mut self, install: Install) -> bool {
+        self.hand_over(Task::Install(install))
+    }
+
+    fn hand_over(&mut self, task: Task) -> bool {
+        let sent = self.jobs.as_ref().is_some_and(|jobs| jobs.send(task).is_ok());
+        if sent {
+            self.in_flight += 1;
+        }
+        sent
     }
 
     /// Whether the driver may hand over more (serve more inbound work).
@@ -142,6 +194,17 @@ impl Drop for Applier {
 }
 
 impl<B: NetBackend> Driver<B> {
+    /// Goes on with what the thread finished.
+    pub(super) fn on_finished(&mut self, finished: Finished) {
+        match finished {
+            Finished::Applied(done) => self.on_applied(done),
+            Finished::Installed(installed) => {
+                self.applier.in_flight = self.applier.in_flight.saturating_sub(1);
+                self.snapshot_installed(installed);
+            }
+        }
+    }
+
     /// Goes on with what a job was for, now its deltas are applied.
     pub(super) fn on_applied(&mut self, done: Done) {
         self.applier.in_flight = self.applier.in_flight.saturating_sub(1);

@@ -58,6 +58,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let Some(verdict) = K::compare(self, peer, id, response) else {
             return;
         };
+        self.peer_is_member::<K>(peer, id);
         let in_sync = K::log_mut(self).in_sync.entry(id).or_default();
         if verdict == Verdict::InSync {
             if in_sync.insert(peer) {

@@ -49,6 +49,10 @@ pub struct NetConfig {
     /// bytes). Each chunk received is stored before the next is asked, so a fetch cut short
     /// resumes from the last one.
     pub blob_chunk_bytes: u32,
+    /// Most peers remembered across restarts (`p2p.max_known_peers`; see `peers.rs`). 0: none.
+    pub max_known_peers: usize,
+    /// A remembered peer not seen for this long is forgotten (`p2p.known_peer_ttl_ms`).
+    pub known_peer_ttl: Duration,
 }
 
 impl Default for NetConfig {
@@ -68,6 +72,8 @@ impl Default for NetConfig {
             peer_gossip_rate: 5000,
             peer_gossip_burst: 10_000,
             blob_chunk_bytes: 256 << 10,
+            max_known_peers: 64,
+            known_peer_ttl: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }

@@ -38,6 +38,7 @@ use super::handle::{Command, LISTEN_WAIT};
 use super::inbound::{Inbound, Work, EVENTS_PER_ROUND};
 use super::keys::{KeyRequests, KeyScope};
 use super::log::{LogKind, LogSync};
+use super::peers::{KnownPeers, REDIAL_CHECK};
 use super::protocol::{SyncRequest, SyncResponse};
 use super::repair::Repairs;
 use super::snapshot::Snapshots;
@@ -96,6 +97,8 @@ pub(super) struct Driver<B: Backend> {
     pub(super) blobs: BlobFetches,
     /// The thread applying received deltas (see `applier.rs`).
     pub(super) applier: Applier,
+    /// Peers remembered across restarts and redialed (see `peers.rs`).
+    pub(super) peers: KnownPeers,
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -129,6 +132,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             deferred: DeferredDeltas::default(),
             blobs: BlobFetches::default(),
             applier,
+            peers: KnownPeers::default(),
         }
     }
 
@@ -162,6 +166,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>) -> Result<(), String> {
         let mut tick = tokio::time::interval(self.config.anti_entropy_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut redials = tokio::time::interval(REDIAL_CHECK);
+        redials.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.start_known_peers();
         loop {
             // Take in what the swarm has ready (queuing inbound work per peer), then serve a
             // round; while work is queued, a round runs at least every EVENTS_PER_ROUND events.
@@ -182,8 +189,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     None => return Ok(()),
                 },
                 _ = tick.tick() => self.on_tick(),
+                _ = redials.tick() => self.redial_due(),
                 done = self.applier.done.recv(), if self.applier.in_flight > 0 => match done {
-                    Some(done) => self.on_applied(done),
+                    Some(finished) => self.on_finished(finished),
                     None => return Err(self.applier.gone()),
                 },
                 event = self.swarm.select_next_some(), if take_in => {
@@ -211,7 +219,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.contexts.leave(&mut self.swarm, context_id);
         self.contexts.kind.reported.remove(&context_id);
         self.repairs.forget_context(context_id);
-        self.snapshots.receiving.remove(&context_id);
+        self.snapshots.forget_context(context_id);
         self.pending.retain(|_, pending| match pending {
             Pending::Status(c)
             | Pending::Deltas(c)
@@ -282,6 +290,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 let _ =
                     reply.send(self.contexts.kind.reported.get(&context_id).and_then(|r| r.values().max().copied()));
             }
+            Command::Reachable(context_id, reply) => {
+                let _ = reply.send(self.peers_reachable(&context_id));
+            }
             Command::InSync(context_id, reply) => {
                 let _ = reply.send(
                     self.contexts.in_sync.get(&context_id).map(|s| s.iter().copied().collect()).unwrap_or_default(),
@@ -311,6 +322,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.retry_deferred(None);
         self.snapshots.expire_idle();
         self.retry_busy_fetches();
+        self.check_known_peers();
     }
 
     /// How many status checks (namespaces and contexts together) one anti-entropy round
@@ -358,6 +370,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             SwarmEvent::NewListenAddr { address, .. } => tracing::info!(%address, "listening"),
             SwarmEvent::ConnectionEstablished { peer_id, endpoint, num_established, .. } => {
                 self.swarm.behaviour_mut().kad.add_address(&peer_id, endpoint.get_remote_address().clone());
+                if endpoint.is_dialer() {
+                    self.peer_address(peer_id, endpoint.get_remote_address().clone(), true);
+                }
+                self.known_peer_connected(peer_id);
                 if num_established.get() == 1 {
                     // Ops before deltas: the deltas may cite them. As many as a round asks
                     // about; the following rounds take the rest in turn.
@@ -370,10 +386,15 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     }
                 }
             }
-            SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => self.forget_peer(peer_id),
+            SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => {
+                self.forget_peer(peer_id);
+                self.known_peer_disconnected(peer_id);
+            }
+            SwarmEvent::OutgoingConnectionError { peer_id: Some(peer_id), .. } => self.known_peer_dial_failed(peer_id),
             SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })) => {
                 for addr in info.listen_addrs {
-                    self.swarm.behaviour_mut().kad.add_address(&peer_id, addr);
+                    self.swarm.behaviour_mut().kad.add_address(&peer_id, addr.clone());
+                    self.peer_address(peer_id, addr, false);
                 }
             }
             SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(gossipsub::Event::Message {

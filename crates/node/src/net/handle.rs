@@ -72,6 +72,7 @@ pub(super) enum Command {
     ListenAddrs(oneshot::Sender<Vec<Multiaddr>>),
     Peers(oneshot::Sender<Vec<PeerInfo>>),
     InSync(ContextId, oneshot::Sender<Vec<PeerId>>),
+    Reachable(ContextId, oneshot::Sender<usize>),
     SyncTarget(ContextId, oneshot::Sender<Option<u64>>),
     NamespaceInSync(NamespaceId, oneshot::Sender<Vec<PeerId>>),
     SyncNamespaceNow(NamespaceId),
@@ -266,6 +267,11 @@ impl Network {
     /// Peers last seen with this node's heads and root for a context.
     pub async fn in_sync_peers(&self, context_id: ContextId) -> Result<Vec<PeerId>, NetError> {
         self.ask(|tx| Command::InSync(context_id, tx)).await
+    }
+
+    /// How many connected peers hold a context (subscribed to it or answering for it).
+    pub async fn reachable_peers(&self, context_id: ContextId) -> Result<usize, NetError> {
+        self.ask(|tx| Command::Reachable(context_id, tx)).await
     }
 
     /// The most deltas of a context a peer has reported applying (in its latest status), if

@@ -6,10 +6,11 @@
 //! `sealing.rs`; `keys.rs`, key recovery) and instantiated twice (`contexts.rs`,
 //! `governance.rs`). Each other mechanism lives in a file of its own, holding its part of the
 //! driver's state: per-peer inbound queues and rate limits (`inbound.rs`), the thread applying
-//! received deltas off the driver's task (`applier.rs`), deltas waiting for the ops they cite
-//! (`deferred.rs`), fresh joins by snapshot (`snapshot.rs`), Merkle repair (`repair.rs`) and
-//! blobs fetched in chunks (`blobs.rs`); the wire is [`protocol`]. What an operator sees of it,
-//! and the settings that tune it, are in `docs/sync.md`.
+//! received deltas and installing received snapshots off the driver's task (`applier.rs`),
+//! deltas waiting for the ops they cite (`deferred.rs`), fresh joins by snapshot
+//! (`snapshot.rs`), Merkle repair (`repair.rs`), blobs fetched in chunks (`blobs.rs`) and
+//! peers remembered across restarts and redialed (`peers.rs`); the wire is [`protocol`]. What
+//! an operator sees of it, and the settings that tune it, are in `docs/sync.md`.
 
 mod applier;
 mod blobs;
@@ -24,6 +25,7 @@ mod handle;
 mod inbound;
 mod keys;
 mod log;
+mod peers;
 pub mod protocol;
 mod repair;
 mod sealing;
@@ -39,6 +41,7 @@ pub use events::{NetEvent, PeerInfo};
 pub use handle::{keypair, NetError, Network, LISTEN_WAIT};
 pub use inbound::{EVENTS_PER_ROUND, MAX_PEER_QUEUE_BYTES};
 pub use keys::KEY_RETRY;
+pub use peers::{REDIAL_FIRST, REDIAL_MAX};
 pub use repair::{MAX_REPAIR_ROUNDS, MAX_REPAIR_SESSIONS};
 pub use snapshot::{MAX_SNAPSHOT_SERVING, SNAPSHOT_IDLE};
 pub use stats::{Export, MetricKind, NetStats};

@@ -6,14 +6,15 @@
 //! a request): the header (heads, root, head deltas, counts), then every key's winning
 //! version and value, then the DAG's ids, parents and heights. The joiner checks each page as
 //! it arrives, buffers at most `snapshot_max_bytes`, and installs the whole in one batch only
-//! if it checks out against the root (see [`crate::context::SnapshotBuilder`]); then it
-//! catches up the deltas written since. While the snapshot runs no catch-up by deltas starts
+//! if it checks out against the root (see [`crate::context::SnapshotBuilder`]) — on the
+//! thread that applies received deltas (`applier.rs`), not on the task driving the swarm;
+//! then it catches up the deltas written since. While the snapshot runs no catch-up by deltas starts
 //! for the context (it would make the context no longer fresh); a snapshot that fails is
 //! reported and the node catches up by deltas from that peer, not asking it for a snapshot
 //! again for ten anti-entropy intervals. A node that joined this way holds the older deltas'
 //! ids but not their bodies, so it cannot serve them to a peer catching up by deltas.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -22,6 +23,7 @@ use libp2p::PeerId;
 use weft_primitives::ContextId;
 use weft_store::Backend;
 
+use super::applier::{Install, Installed};
 use super::contexts::Contexts;
 use super::driver::{Driver, Pending};
 use super::protocol::{SyncRequest, SyncResponse, MAX_FRAME, MAX_SNAPSHOT_ITEMS, REPAIR_BUDGET};
@@ -39,6 +41,8 @@ pub const SNAPSHOT_IDLE: Duration = Duration::from_secs(60);
 pub(super) struct Snapshots<B: Backend> {
     /// Snapshots being received, by context (one at a time per context).
     pub(super) receiving: HashMap<ContextId, Receiving>,
+    /// Snapshots received whole and being installed (on the applier's thread).
+    installing: HashSet<ContextId>,
     /// When a snapshot from a peer last failed (no new one from it for a while).
     pub(super) failed: HashMap<(PeerId, ContextId), Instant>,
     /// Snapshots being served, by asking peer and context.
@@ -51,6 +55,7 @@ impl<B: Backend> Default for Snapshots<B> {
     fn default() -> Self {
         Snapshots {
             receiving: HashMap::new(),
+            installing: HashSet::new(),
             failed: HashMap::new(),
             served: Mutex::new(HashMap::new()),
             sessions: AtomicU64::new(0),
@@ -59,6 +64,13 @@ impl<B: Backend> Default for Snapshots<B> {
 }
 
 impl<B: Backend> Snapshots<B> {
+    /// Forgets a snapshot received or installing for a context left (an install under way
+    /// completes, and is not reported).
+    pub(super) fn forget_context(&mut self, context_id: ContextId) {
+        self.receiving.remove(&context_id);
+        self.installing.remove(&context_id);
+    }
+
     /// Drops the snapshots served to a disconnected peer.
     pub(super) fn forget_peer(&mut self, peer: PeerId) {
         self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|(p, _), _| *p != peer);
@@ -155,7 +167,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
 
     /// Asks a peer for a snapshot of a context this node holds no delta of.
     pub(super) fn start_snapshot(&mut self, peer: PeerId, context_id: ContextId) {
-        if self.snapshots.receiving.contains_key(&context_id) || !self.session_room() {
+        if self.snapshots.receiving.contains_key(&context_id)
+            || self.snapshots.installing.contains(&context_id)
+            || !self.session_room()
+        {
             return;
         }
         tracing::info!(%context_id, %peer, "joining by snapshot");
@@ -228,20 +243,36 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let Some(builder) = rx.builder.take() else {
             return self.snapshot_failed(peer, context_id, "no snapshot header".into());
         };
-        match self.engine.install_snapshot(builder) {
+        let install =
+            Install { context_id, peer, builder: Box::new(builder), round_trips: rx.round_trips, bytes: rx.bytes };
+        if self.applier.install(install) {
+            self.snapshots.installing.insert(context_id);
+        } else {
+            self.snapshot_failed(peer, context_id, "the thread installing snapshots is gone".into());
+        }
+    }
+
+    /// A snapshot installed on the applier's thread (or refused there): reported, then the
+    /// deltas since are caught up.
+    pub(super) fn snapshot_installed(&mut self, done: Installed) {
+        let Installed { context_id, peer, result, round_trips, bytes } = done;
+        if !self.snapshots.installing.remove(&context_id) {
+            return;
+        }
+        match result {
             Ok(installed) => {
                 self.stats.snapshots_installed.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(
                     %context_id, %peer, keys = installed.keys, deltas = installed.deltas,
-                    round_trips = rx.round_trips, bytes = rx.bytes, "snapshot installed"
+                    round_trips, bytes, "snapshot installed"
                 );
                 self.emit(NetEvent::SnapshotInstalled {
                     context_id,
                     peer,
                     keys: installed.keys,
                     deltas: installed.deltas as u64,
-                    round_trips: rx.round_trips,
-                    bytes: rx.bytes,
+                    round_trips,
+                    bytes,
                 });
                 self.emit_applied(context_id, installed.released);
                 // Then the deltas since, from the same peer (and the others on their status).

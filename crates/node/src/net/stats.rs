@@ -204,6 +204,20 @@ net_stats! {
     blob_chunks_served => Counter "blob_chunks" { direction: "served" },
     /// Answers to blob requests that were not a sealed chunk fitting what was asked.
     blob_chunks_refused => Counter "blob_chunks" { direction: "refused" },
+    /// Peers remembered across restarts (see `peers.rs`).
+    known_peers => Gauge "known_peers" "Peers remembered across restarts (members sharing a context or namespace)",
+    /// Remembered peers forgotten: unseen past `p2p.known_peer_ttl_ms`, or over `p2p.max_known_peers`.
+    known_peers_forgotten => Counter "known_peers_forgotten"
+        "Remembered peers forgotten: unseen past p2p.known_peer_ttl_ms, or the least recently seen over p2p.max_known_peers",
+    /// Redials of remembered peers that connected.
+    peer_redials_connected => Counter "peer_redials"
+        "Redials of remembered peers (at start and after a disconnect), by outcome: connected, failed"
+        { outcome: "connected" },
+    /// Redials of remembered peers that failed.
+    peer_redials_failed => Counter "peer_redials" { outcome: "failed" },
+    /// Contexts held here with no connected peer holding them (at the last anti-entropy round).
+    contexts_without_peers => Gauge "contexts_without_peers"
+        "Contexts held here with no connected peer holding them, at the last anti-entropy round",
     /// Bytes of blob chunks received from peers and stored.
     blob_bytes_fetched => Counter "blob_bytes"
         "Bytes of blob chunks exchanged with peers, by direction: fetched (received and \

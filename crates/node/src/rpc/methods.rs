@@ -499,6 +499,7 @@ impl<B: Backend> WeftApiServer for Api<B> {
             divergences: view.status.divergences,
             members: strings(members.iter().map(|m| m.to_hex())),
             peers_in_sync: sorted(in_sync),
+            peers_reachable: service.peers_reachable(&id).map_err(&err)?,
             peers_delta_count: service.sync_target(&id).map_err(&err)?,
             snapshot: service.snapshot_progress(&id).map(|p| SnapshotStatus {
                 entries: p.entries,

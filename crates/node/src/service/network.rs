@@ -223,6 +223,14 @@ impl<B: Backend> NodeService<B> {
         }
     }
 
+    /// How many connected peers hold a context (0 without a network).
+    pub fn peers_reachable(&self, context_id: &ContextId) -> Result<u64, ServiceError> {
+        match self.network.get() {
+            Some(network) => wait(network.reachable_peers(*context_id)).map(|n| n as u64).map_err(net_error),
+            None => Ok(0),
+        }
+    }
+
     /// The most deltas of a context a connected peer reported applying (how far a catch-up
     /// has to go), if any did.
     pub fn sync_target(&self, context_id: &ContextId) -> Result<Option<u64>, ServiceError> {

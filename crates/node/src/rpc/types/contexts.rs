@@ -130,6 +130,9 @@ pub struct ContextStatus {
     pub members: Vec<String>,
     /// The peers that reported the same heads and root, sorted.
     pub peers_in_sync: Vec<String>,
+    /// How many connected peers hold the context (subscribed to it or answering for it):
+    /// 0 means no peer to sync with.
+    pub peers_reachable: u64,
     /// The most deltas a connected peer reported (null before any status exchange).
     pub peers_delta_count: Option<u64>,
     /// The snapshot a fresh join is receiving (null otherwise).
