@@ -274,6 +274,7 @@ impl LogKind for Contexts {
                 | SyncResponse::RepairWalk { .. }
                 | SyncResponse::RepairEntries { .. }
                 | SyncResponse::Blob { .. }
+                | SyncResponse::Application { .. }
         )
     }
 
