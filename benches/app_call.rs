@@ -46,9 +46,15 @@ fn bench(c: &mut Criterion) {
     let rocks = RocksConfig { cache_bytes: 1 << 30, write_buffer_bytes: 256 << 20, ..RocksConfig::default() };
     let store = Store::open(RocksBackend::open::<Column>(dir.path(), &rocks).expect("open")).expect("store");
     let metrics = Arc::new(NodeMetrics::new());
-    let service = NodeService::new(store, SecretKey::generate(), config.limits.clone(), config.engine(), metrics)
-        .expect("service")
-        .with_app_limits(config.apps.clone());
+    let service = NodeService::with_app_limits(
+        store,
+        SecretKey::generate(),
+        config.limits.clone(),
+        config.engine(),
+        metrics,
+        config.apps.clone(),
+    )
+    .expect("service");
     let probe = example_app("probe").expect("the probe application builds");
     let app = service.app_install("probe", "1", &probe).expect("install");
     let ctx = service.context_create(None, Some(app), None).expect("context").context_id;

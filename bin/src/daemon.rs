@@ -111,9 +111,15 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
         let rocks = config.rocks();
         let store = tokio::task::spawn_blocking(move || open_store(&store_home, &rocks)).await.map_err(other)??;
         let service = Arc::new(
-            NodeService::new(store, key, config.limits.clone(), config.engine(), metrics)?
-                .with_join_timeout(std::time::Duration::from_millis(config.sync.join_timeout_ms))
-                .with_app_limits(config.apps.clone()),
+            NodeService::with_app_limits(
+                store,
+                key,
+                config.limits.clone(),
+                config.engine(),
+                metrics,
+                config.apps.clone(),
+            )?
+            .with_join_timeout(std::time::Duration::from_millis(config.sync.join_timeout_ms)),
         );
         service.start_network(config.net()).await?;
         let listening = wait_for_listen_addrs(&service).await?;

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use clap::Subcommand;
 use weft_node::rpc::api::WeftApiClient as _;
 use weft_node::rpc::types::{
-    CallParams, ContextCreateParams, ContextInviteParams, ContextJoinParams, ContextParams, ContextStatus, NoParams,
+    CallParams, ContextCreateParams, ContextInviteParams, ContextJoinParams, ContextParams, ContextStatus, Event,
+    NoParams,
 };
 
 use super::args::EncodingArg;
@@ -128,8 +129,29 @@ pub async fn run(client: &Client, json_out: bool, cmd: ContextCmd) -> Result<(),
             print(json_out, &r, |r| r.invitation.clone());
         }
         ContextCmd::Join { invitation } => {
-            let r = client.ask(api.context_join(ContextJoinParams { invitation })).await?;
+            // The fetch of the application's bytecode shows as it goes (sync events over
+            // WebSocket, on stderr); without a WebSocket the join runs all the same.
+            let ws = client.ws().await.ok();
+            let mut progress = match &ws {
+                Some(ws) => ws.subscribe_sync(NoParams {}).await.ok(),
+                None => None,
+            };
+            let join = client.ask(api.context_join(ContextJoinParams { invitation }));
+            tokio::pin!(join);
+            let r = loop {
+                tokio::select! {
+                    r = &mut join => break r?,
+                    event = subscriptions::next_event(&mut progress) => {
+                        if let Some(Event::BlobFetch { blob_id, received, total, .. }) = event {
+                            eprintln!("fetching the application's bytecode {blob_id}: {} bytes", bar(received, total));
+                        }
+                    }
+                }
+            };
             print(json_out, &r, |r| r.context_id.clone());
+            if !json_out && r.fetched_bytes > 0 {
+                eprintln!("fetched the application's bytecode from peers: {} bytes", r.fetched_bytes);
+            }
             if !json_out && !r.synced {
                 eprintln!("joined; catching up with peers continues in the background (`weft context status`)");
             }

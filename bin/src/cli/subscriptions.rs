@@ -15,7 +15,8 @@ use super::output::{json_line, snapshot_bar, text};
 #[derive(Subcommand, Debug)]
 pub enum SyncCmd {
     /// Print sync progress on every context as it happens, until interrupted: deltas received
-    /// from peers, peers in sync or diverged, refused deltas (subscribe_sync, over WebSocket).
+    /// from peers, peers in sync or diverged, refused deltas, snapshots and blob fetches
+    /// (subscribe_sync, over WebSocket).
     Watch,
 }
 
@@ -45,6 +46,19 @@ async fn print_events(mut sub: Subscription<Event>, json_out: bool) -> Result<()
         let _ = out.flush();
     }
     Ok(())
+}
+
+/// The next event of a subscription, if there is one (pending forever without one; a
+/// subscription that ends or fails is dropped).
+pub async fn next_event(sub: &mut Option<Subscription<Event>>) -> Option<Event> {
+    let Some(subscription) = sub.as_mut() else { return std::future::pending().await };
+    match subscription.next().await {
+        Some(Ok(event)) => Some(event),
+        _ => {
+            *sub = None;
+            None
+        }
+    }
 }
 
 /// An event as people read it (as its JSON when there is no better way).
@@ -77,6 +91,10 @@ fn human(event: &Event) -> String {
         }
         Event::Rejected { context_id, peer, reason } => {
             format!("rejected a delta from peer {peer} on {context_id}: {reason}")
+        }
+        Event::BlobFetch { context_id, peer, blob_id, received, total } => {
+            let bar = super::output::bar(*received, *total);
+            format!("blob_fetch {blob_id} for {context_id} from peer {peer}: {bar} bytes")
         }
         Event::AppEvent { delta_id, author, event, .. } => {
             use base64::Engine as _;

@@ -107,6 +107,10 @@ fn received(context_id: &ContextId, response: &SyncResponse) {
         SyncResponse::GroupKey { envelope: Some(envelope) } => {
             let _ = envelope.verify_signature();
         }
+        // The asker's check of an application record, against the id it claims.
+        SyncResponse::Application { application } => {
+            let _ = weft_node::net::record_is_sound(&application.application_id, application);
+        }
         _ => {}
     }
 }

@@ -62,6 +62,7 @@ pub use blobs::{application_id_of, MAX_APP_LABEL};
 pub use contexts::{ContextSummary, CreatedContext};
 pub use error::ServiceError;
 pub use events::{ContextEvent, SnapshotProgress, EVENT_QUEUE};
+pub use fetch::{APPS_TASK, APP_FETCH_ROUND, PEER_WAIT};
 pub use groups::{AliasScope, GroupInfo};
 pub use invitation::{Invitation, InvitationBody, InvitationError, JoinOutcome};
 pub use network::{EVENTS_TASK, KEYS_TASK, KEY_RECONCILE};
@@ -114,6 +115,20 @@ impl<B: Backend> NodeService<B> {
         engine_config: EngineConfig,
         metrics: Arc<NodeMetrics>,
     ) -> Result<Self, ServiceError> {
+        Self::with_app_limits(store, key, limits, engine_config, metrics, weft_runtime::Limits::default())
+    }
+
+    /// [`NodeService::new`] with the limits of every application call (`[apps]` in
+    /// `config.toml`): the migrations of upgrades resumed as the service starts run under
+    /// them too.
+    pub fn with_app_limits(
+        store: impl Into<Arc<Store<B, Column>>>,
+        key: SecretKey,
+        limits: LimitsConfig,
+        engine_config: EngineConfig,
+        metrics: Arc<NodeMetrics>,
+        app_limits: weft_runtime::Limits,
+    ) -> Result<Self, ServiceError> {
         let identity = key.public_key();
         let peer_id = peer_id_of(&identity)?;
         let (events, _) = broadcast::channel(EVENT_QUEUE);
@@ -134,7 +149,7 @@ impl<B: Backend> NodeService<B> {
             metrics,
             join_timeout: invitation::JOIN_TIMEOUT,
             snapshots: std::sync::Mutex::new(HashMap::new()),
-            apps: apps::Apps::new(weft_runtime::Limits::default()),
+            apps: apps::Apps::new(app_limits),
             tasks: Tasks::new(),
         };
         // Upgrades logged before a stop may not have moved every context yet.
@@ -146,13 +161,6 @@ impl<B: Backend> NodeService<B> {
     /// [`invitation::JOIN_TIMEOUT`]).
     pub fn with_join_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.join_timeout = timeout;
-        self
-    }
-
-    /// Sets the limits of every application call (`[apps]` in `config.toml`; default
-    /// [`weft_runtime::Limits::default`]). Call before the first application call.
-    pub fn with_app_limits(mut self, limits: weft_runtime::Limits) -> Self {
-        self.apps = apps::Apps::new(limits);
         self
     }
 

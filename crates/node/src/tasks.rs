@@ -1,5 +1,6 @@
 //! Supervision of the node's long-lived tasks: the network driver, the forwarder of its
-//! events, the daemon's idle-checkpoint loop and the key reconciliation loop. A task spawned
+//! events, the daemon's idle-checkpoint loop, the key reconciliation loop and the fetch of
+//! upgrade targets this node lacks. A task spawned
 //! here by name is watched: a panic (with its message), an error it returns, or a return while
 //! the node is not shutting down is recorded as a [`TaskFailure`], logged, counted
 //! (`weft_task_failures_total{task}`) and turns `/ready` to 503 naming the task. The daemon

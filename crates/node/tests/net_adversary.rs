@@ -173,7 +173,11 @@ impl Lies {
             Some(SyncRequest::Blob { offset, .. }) => {
                 SyncResponse::Blob { total: u64::MAX, offset, data: vec![0x59; 64] }
             }
-            None => SyncResponse::Unknown,
+            // An application record in the clear, of some other application.
+            Some(SyncRequest::Application { .. }) => {
+                SyncResponse::Application { application: weft_primitives::ApplicationMeta::default() }
+            }
+            Some(SyncRequest::Reserved11) | None => SyncResponse::Unknown,
         };
         protocol::encode(&response).unwrap()
     }

@@ -62,7 +62,9 @@ impl Corpus {
             | SyncRequest::RepairEntries { context_id, .. }
             | SyncRequest::Snapshot { context_id, .. }
             | SyncRequest::Blob { context_id, .. }
+            | SyncRequest::Application { context_id, .. }
             | SyncRequest::Sealed { context_id, .. } => *context_id.as_bytes(),
+            SyncRequest::Reserved11 => [0; 32],
             SyncRequest::NamespaceStatus { namespace_id }
             | SyncRequest::Ops { namespace_id, .. }
             | SyncRequest::NamespaceKey { namespace_id, .. } => *namespace_id.as_bytes(),

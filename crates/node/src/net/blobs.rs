@@ -92,6 +92,14 @@ pub enum BlobFetchError {
         /// Peers that served part of a corrupt copy.
         peers: usize,
     },
+    /// No connected peer served an application's record for any of the contexts given.
+    #[error("no connected peer served the record of application {application_id} ({asked} asked)")]
+    RecordUnavailable {
+        /// The application.
+        application_id: weft_primitives::ApplicationId,
+        /// How many (peer, context) pairs were asked.
+        asked: usize,
+    },
     /// The store refused a read or write.
     #[error("blob {blob_id}: store error: {reason}")]
     Store {
@@ -382,6 +390,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         fetch.served_by.insert(peer);
         self.stats.blob_chunks_fetched.fetch_add(1, Ordering::Relaxed);
         self.stats.blob_bytes_fetched.fetch_add(len, Ordering::Relaxed);
+        let received = fetch.next;
+        self.emit(super::NetEvent::BlobProgress { context_id, blob_id, peer, received, total });
+        let Some(fetch) = self.blobs.fetches.get_mut(&blob_id) else { return false };
         let tenth = (fetch.next * 10).checked_div(total).unwrap_or(10);
         if tenth > fetch.logged_tenth {
             fetch.logged_tenth = tenth;

@@ -278,6 +278,7 @@ impl LogKind for Contexts {
                 | SyncResponse::RepairWalk { .. }
                 | SyncResponse::RepairEntries { .. }
                 | SyncResponse::Blob { .. }
+                | SyncResponse::Application { .. }
         )
     }
 

@@ -25,11 +25,12 @@ use libp2p::request_response::{self, OutboundRequestId};
 use libp2p::swarm::SwarmEvent;
 use libp2p::{gossipsub, identify, PeerId, Swarm};
 use tokio::sync::{broadcast, mpsc};
-use weft_primitives::{BlobId, ContextId, KeyId, NamespaceId};
+use weft_primitives::{ApplicationId, BlobId, ContextId, KeyId, NamespaceId};
 use weft_store::schema::ContextLeft;
 use weft_store::{Backend, Read};
 
 use super::applier::Applier;
+use super::apps::AppFetches;
 use super::blobs::BlobFetches;
 use super::contexts::Contexts;
 use super::deferred::DeferredDeltas;
@@ -58,6 +59,7 @@ pub(super) enum Pending {
     Snapshot(ContextId),
     Key(KeyScope, KeyId),
     Blob(ContextId, BlobId),
+    Application(ContextId, ApplicationId),
 }
 
 /// What the driver needs of a backend: the bounds its methods share, named once.
@@ -95,6 +97,8 @@ pub(super) struct Driver<B: Backend> {
     pub(super) deferred: DeferredDeltas,
     /// Blobs being fetched from peers.
     pub(super) blobs: BlobFetches,
+    /// Application records being fetched from peers.
+    pub(super) apps: AppFetches,
     /// The thread applying received deltas (see `applier.rs`).
     pub(super) applier: Applier,
     /// Peers remembered across restarts and redialed (see `peers.rs`).
@@ -131,6 +135,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             keys: KeyRequests::default(),
             deferred: DeferredDeltas::default(),
             blobs: BlobFetches::default(),
+            apps: AppFetches::default(),
             applier,
             peers: KnownPeers::default(),
         }
@@ -226,7 +231,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             | Pending::RepairWalk(c)
             | Pending::RepairEntries(c)
             | Pending::Snapshot(c) => *c != context_id,
-            Pending::NamespaceStatus(_) | Pending::Ops(_) | Pending::Key(..) | Pending::Blob(..) => true,
+            Pending::NamespaceStatus(_)
+            | Pending::Ops(_)
+            | Pending::Key(..)
+            | Pending::Blob(..)
+            | Pending::Application(..) => true,
         });
         self.deferred.forget_context(context_id);
     }
@@ -300,6 +309,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             }
             Command::FetchBlob { blob_id, contexts, max_bytes, reply } => {
                 self.fetch_blob(blob_id, contexts, max_bytes, reply)
+            }
+            Command::FetchApplication { application_id, contexts, reply } => {
+                self.fetch_application(application_id, contexts, reply)
             }
             Command::Shutdown(_) => {}
         }
@@ -438,6 +450,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.snapshots.forget_peer(peer);
         self.forget_inbound(peer);
         self.forget_blob_peer(peer);
+        self.forget_app_peer(peer);
         let broken: Vec<ContextId> =
             self.snapshots.receiving.iter().filter(|(_, r)| r.peer == peer).map(|(c, _)| *c).collect();
         for context_id in broken {
@@ -465,6 +478,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             Some(Pending::Snapshot(id)) => self.answered::<Contexts>(peer, id, response, Self::on_snapshot),
             Some(Pending::Key(scope, key_id)) => self.on_key(peer, scope, key_id, response),
             Some(Pending::Blob(context_id, blob_id)) => self.on_blob_answer(peer, context_id, blob_id, response),
+            Some(Pending::Application(context_id, application_id)) => {
+                self.on_application_answer(peer, context_id, application_id, response)
+            }
             None => {}
         }
     }
@@ -507,6 +523,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             Some(Pending::Blob(context_id, blob_id)) => {
                 tracing::debug!(%peer, %blob_id, %error, "blob request failed");
                 self.blob_request_failed(peer, context_id, blob_id);
+            }
+            Some(Pending::Application(context_id, application_id)) => {
+                tracing::debug!(%peer, %application_id, %error, "application record request failed");
+                self.application_request_failed(peer, context_id, application_id);
             }
             None => {}
         }

@@ -2,7 +2,7 @@
 //! peers.
 
 use libp2p::{Multiaddr, PeerId};
-use weft_primitives::{ContextId, NamespaceId, OpId};
+use weft_primitives::{BlobId, ContextId, NamespaceId, OpId};
 
 use crate::context::{AppliedDelta, Divergence};
 
@@ -124,6 +124,21 @@ pub enum NetEvent {
         /// Bytes of the session's requests and responses, frames included (0 when this
         /// node answered).
         bytes: u64,
+    },
+    /// A chunk of a blob being fetched was received and stored (the last one carries
+    /// `received == total`; the blob is stored once it hashes to its id).
+    BlobProgress {
+        /// The context the chunk was asked in.
+        context_id: ContextId,
+        /// The blob.
+        blob_id: BlobId,
+        /// The peer that served it.
+        peer: PeerId,
+        /// Bytes held so far (contiguous from the start, stored chunks of an earlier fetch
+        /// included).
+        received: u64,
+        /// The blob's size.
+        total: u64,
     },
 }
 

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use libp2p::{identity, Multiaddr, PeerId};
 use tokio::sync::{broadcast, mpsc, oneshot};
-use weft_primitives::{BlobId, ContextDagDeltaValue, ContextId, NamespaceId, SecretKey, SignedOp};
+use weft_primitives::{
+    ApplicationId, ApplicationMeta, BlobId, ContextDagDeltaValue, ContextId, NamespaceId, SecretKey, SignedOp,
+};
 use weft_store::schema::{ContextLeft, NamespaceGovHead};
 use weft_store::{Backend, Prefix, Read};
 
@@ -81,6 +83,11 @@ pub(super) enum Command {
         contexts: Vec<ContextId>,
         max_bytes: u64,
         reply: oneshot::Sender<Result<u64, BlobFetchError>>,
+    },
+    FetchApplication {
+        application_id: ApplicationId,
+        contexts: Vec<ContextId>,
+        reply: oneshot::Sender<Result<ApplicationMeta, BlobFetchError>>,
     },
     Shutdown(oneshot::Sender<()>),
 }
@@ -285,6 +292,17 @@ impl Network {
     /// size. A blob held already is answered at once; at most `max_bytes` are accepted.
     pub async fn fetch_blob(&self, blob_id: BlobId, contexts: Vec<ContextId>, max_bytes: u64) -> Result<u64, NetError> {
         Ok(self.ask(|reply| Command::FetchBlob { blob_id, contexts, max_bytes, reply }).await??)
+    }
+
+    /// Fetches the record of an application this node lacks from peers (see `apps.rs`),
+    /// asking in `contexts` (ones this node is a member of); the record is verified against
+    /// its id but not stored. A record held already is answered at once.
+    pub async fn fetch_application(
+        &self,
+        application_id: ApplicationId,
+        contexts: Vec<ContextId>,
+    ) -> Result<ApplicationMeta, NetError> {
+        Ok(self.ask(|reply| Command::FetchApplication { application_id, contexts, reply }).await??)
     }
 
     /// Stops the network task, closing connections.

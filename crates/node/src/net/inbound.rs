@@ -266,6 +266,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             SyncRequest::Status { context_id } => self.serve_status(&context_id),
             SyncRequest::Deltas { context_id, heads, max } => self.serve_deltas(peer, context_id, &heads, max),
             SyncRequest::Blob { context_id, blob_id, offset, max } => self.serve_blob(context_id, blob_id, offset, max),
+            SyncRequest::Application { context_id, application_id } => {
+                self.serve_application(context_id, application_id)
+            }
+            SyncRequest::Reserved11 => SyncResponse::Unknown,
         }
     }
 }

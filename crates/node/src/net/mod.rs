@@ -8,11 +8,13 @@
 //! driver's state: per-peer inbound queues and rate limits (`inbound.rs`), the thread applying
 //! received deltas and installing received snapshots off the driver's task (`applier.rs`),
 //! deltas waiting for the ops they cite (`deferred.rs`), fresh joins by snapshot
-//! (`snapshot.rs`), Merkle repair (`repair.rs`), blobs fetched in chunks (`blobs.rs`) and
-//! peers remembered across restarts and redialed (`peers.rs`); the wire is [`protocol`]. What
-//! an operator sees of it, and the settings that tune it, are in `docs/sync.md`.
+//! (`snapshot.rs`), Merkle repair (`repair.rs`), blobs fetched in chunks (`blobs.rs`),
+//! application records (`apps.rs`) and peers remembered across restarts and redialed
+//! (`peers.rs`); the wire is [`protocol`]. What an operator sees of it, and the settings that
+//! tune it, are in `docs/sync.md`.
 
 mod applier;
+mod apps;
 mod blobs;
 mod catch_up;
 mod config;
@@ -34,6 +36,7 @@ mod stats;
 mod swarm;
 
 pub use applier::MAX_APPLYING;
+pub use apps::record_is_sound;
 pub use blobs::BlobFetchError;
 pub use config::NetConfig;
 pub use deferred::{DEFERRED_TTL, MAX_DEFERRED_BYTES, MAX_DEFERRED_DELTAS};

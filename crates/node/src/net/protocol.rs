@@ -15,6 +15,7 @@
 //! | `GroupKey { group, key_id, requester }` | `GroupKey { envelope }` | key recovery: a member missing one of its group's keys asks a peer; the answer is the key sealed to the requester's identity (a [`weft_primitives::KeyEnvelope`]) if the requester is a member and the peer holds the key, else `None` (one answer for every refusal) |
 //! | `NamespaceKey { namespace, key_id, requester }` | `GroupKey { envelope }` | the same for a namespace key, to a participant of the namespace |
 //! | `Blob { context, blob, offset, max }` | `Blob { total, offset, data }` | blob fetch: at most `max` (and [`MAX_BLOB_CHUNK`]) bytes of a blob from `offset`, served only for a blob a context of the asked context's group runs (its application's bytecode, or its group's target application's) and only sealed under the group's key (see `blobs.rs`) |
+//! | `Application { context, application }` | `Application { application }` | an application's record (ApplicationMeta, without its compiled artifact), served by the rules of `Blob` (the group's target application, or one a context of the group runs) and only sealed under the group's key; the asker checks the id against the name, version and bytecode id before storing it (see `apps.rs`) |
 //!
 //! Once a namespace has a key (a `NamespaceKeyRotated` op), its governance traffic travels
 //! sealed under the current one: ops on the namespace's topic (`Gossip::NamespaceSealed`)
@@ -27,8 +28,8 @@
 //! travels sealed under the group's current key — gossip deltas (`Gossip::Sealed`),
 //! `Status`, `Deltas`, `Snapshot` and repair responses (`SyncResponse::Sealed`) and repair
 //! requests (`SyncRequest::Sealed`) — with the kind and the context bound as associated
-//! data ([`sealing_header`]); a `Blob` answer travels only sealed (a context without a key
-//! serves no blob). The requests for status, deltas, snapshots and blob chunks (the asker's
+//! data ([`sealing_header`]); a `Blob` or `Application` answer travels only sealed (a context without a key
+//! serves neither). The requests for status, deltas, snapshots and blob chunks (the asker's
 //! heads, a cursor) stay in the clear: they go to a peer the asker syncs with.
 //!
 //! Either side answers `Unknown` for a context or namespace it does not hold, and `Busy`
@@ -45,8 +46,8 @@ use std::io;
 use borsh::{BorshDeserialize, BorshSerialize};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use weft_primitives::{
-    BlobId, ContextDagDeltaValue, ContextId, DeltaId, GroupId, Hash, KeyEnvelope, KeyId, NamespaceId, OpId, PublicKey,
-    Sealed, SignedOp,
+    ApplicationId, ApplicationMeta, BlobId, ContextDagDeltaValue, ContextId, DeltaId, GroupId, Hash, KeyEnvelope,
+    KeyId, NamespaceId, OpId, PublicKey, Sealed, SignedOp,
 };
 
 use crate::context::{RepairEntry, SnapshotCursor, SnapshotHeader, SnapshotPage, WalkNode, WalkReply};
@@ -244,6 +245,19 @@ pub enum SyncRequest {
         /// Most bytes wanted (capped at [`MAX_BLOB_CHUNK`]).
         max: u32,
     },
+    /// Wire tag 11, taken by `Bind` (membership-bound sync requests, built on another
+    /// branch). Never sent; answered `Unknown`.
+    #[doc(hidden)]
+    Reserved11,
+    /// The record (ApplicationMeta) of an application, asked in the context of a context
+    /// the asker is a member of: served only for the group's target application or one a
+    /// context of the group runs, and only sealed under the group's key (see `apps.rs`).
+    Application {
+        /// The context whose group entitles the asker to the record (its key seals the answer).
+        context_id: ContextId,
+        /// The application.
+        application_id: ApplicationId,
+    },
 }
 
 /// A sync response.
@@ -335,6 +349,17 @@ pub enum SyncResponse {
         offset: u64,
         /// The chunk: empty only at the blob's end.
         data: Vec<u8>,
+    },
+    /// Wire tag 13, taken by `Refused` (built on another branch). Never sent.
+    #[doc(hidden)]
+    Reserved13,
+    /// Wire tag 14, taken by `Bound` (built on another branch). Never sent.
+    #[doc(hidden)]
+    Reserved14,
+    /// An application's record (travels only inside `Sealed`), without a compiled artifact.
+    Application {
+        /// The record.
+        application: ApplicationMeta,
     },
 }
 
@@ -767,6 +792,51 @@ mod tests {
             format!("000000180c{}{}03000000616263", "0500000000000000", "0200000000000000")
         );
         assert_eq!(decode::<SyncResponse>(&encode(&res).unwrap()[4..]).unwrap(), res);
+    }
+
+    #[test]
+    fn golden_application_request_and_response() {
+        let req = SyncRequest::Application {
+            context_id: ContextId::from_bytes([0xA1; 32]),
+            application_id: ApplicationId::from_bytes([0xA2; 32]),
+        };
+        // length 65 ‖ tag 12 ‖ context ‖ application
+        assert_eq!(hex(&encode(&req).unwrap()), format!("000000410c{}{}", "a1".repeat(32), "a2".repeat(32)));
+        assert_eq!(decode::<SyncRequest>(&encode(&req).unwrap()[4..]).unwrap(), req);
+        let application = ApplicationMeta {
+            application_id: ApplicationId::from_bytes([0xA3; 32]),
+            name: "c".into(),
+            version: "2".into(),
+            bytecode: weft_primitives::BlobMeta {
+                blob_id: BlobId::from_bytes([0xB4; 32]),
+                size: 5,
+                hash: Hash::from_bytes([0xB4; 32]),
+            },
+            size: 5,
+            ..ApplicationMeta::default()
+        };
+        let res = SyncResponse::Application { application };
+        // length 207 ‖ tag 15 ‖ id ‖ name "c" ‖ version "2" ‖ bytecode (blob, u64 LE 5, hash) ‖
+        // compiled (zeros) ‖ u64 LE size 5 ‖ empty source ‖ no metadata ‖ no services
+        assert_eq!(
+            hex(&encode(&res).unwrap()),
+            format!(
+                "000000cf0f{}{}{}{}{}{}{}{}{}",
+                "a3".repeat(32),
+                "0100000063",
+                "0100000032",
+                "b4".repeat(32),
+                "0500000000000000",
+                "b4".repeat(32),
+                "00".repeat(72),
+                "0500000000000000",
+                "00000000".repeat(3)
+            )
+        );
+        assert_eq!(decode::<SyncResponse>(&encode(&res).unwrap()[4..]).unwrap(), res);
+        // The reserved tags between decode, as nothing else.
+        assert_eq!(decode::<SyncRequest>(&[11]).unwrap(), SyncRequest::Reserved11);
+        assert_eq!(decode::<SyncResponse>(&[13]).unwrap(), SyncResponse::Reserved13);
     }
 
     #[test]

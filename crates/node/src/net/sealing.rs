@@ -183,10 +183,12 @@ fn request_context(request: &SyncRequest) -> Option<ContextId> {
         | SyncRequest::RepairEntries { context_id, .. }
         | SyncRequest::Snapshot { context_id, .. }
         | SyncRequest::Blob { context_id, .. }
+        | SyncRequest::Application { context_id, .. }
         | SyncRequest::Sealed { context_id, .. } => Some(*context_id),
         SyncRequest::NamespaceStatus { .. }
         | SyncRequest::Ops { .. }
         | SyncRequest::GroupKey { .. }
-        | SyncRequest::NamespaceKey { .. } => None,
+        | SyncRequest::NamespaceKey { .. }
+        | SyncRequest::Reserved11 => None,
     }
 }

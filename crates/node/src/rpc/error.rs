@@ -14,7 +14,7 @@
 //! | -32002 | not a member | this node (or the identity named) is not a member of the namespace or group |
 //! | -32003 | forbidden | the identity lacks the role or capability, or the op breaks a governance rule (the last admin leaving, a frozen application); `reason: "wrong_invitee"` for an invitation issued to another identity |
 //! | -32004 | conflict | the thing to create exists already (a member, a group, a taken alias) |
-//! | -32005 | not ready | the node is starting (store not open, network not listening), busy (a full pending set), its network is not running, the peers it needs are unreachable, it does not hold a group's key yet, or a peer sent a key it refused (`reason`: `starting`, `busy`, `network_not_running`, `unreachable`, `key_not_held`, `key_refused`, `blob_unavailable`); retry later |
+//! | -32005 | not ready | the node is starting (store not open, network not listening), busy (a full pending set), its network is not running, the peers it needs are unreachable, it does not hold a group's key yet, or a peer sent a key it refused (`reason`: `starting`, `busy`, `network_not_running`, `unreachable`, `key_not_held`, `key_refused`, `blob_unavailable`, `no_peer`); retry later |
 //! | -32006 | too many subscriptions | the connection holds as many subscriptions as the server allows (1,024); close one first |
 //! | -32007 | request too large | the request is larger than `rpc.max_request_bytes` |
 //! | -32008 | response too large | the answer would be larger than `rpc.max_request_bytes` (a `state_get` of a value near that size in an encoding that grows it); pages of lists never are: they end early with `next` |

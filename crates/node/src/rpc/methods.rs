@@ -455,6 +455,7 @@ impl<B: Backend> WeftApiServer for Api<B> {
             context_id: joined.context_id.to_hex(),
             identity: joined.identity.to_hex(),
             synced: joined.synced,
+            fetched_bytes: joined.fetched_bytes,
         })
     }
 

@@ -71,6 +71,13 @@ pub fn event(event: &ContextEvent) -> Event {
         ContextEvent::Rejected { context_id, peer, reason } => {
             Event::Rejected { context_id: context_id.to_hex(), peer: peer.to_string(), reason: reason.to_string() }
         }
+        ContextEvent::BlobFetch { context_id, peer, blob_id, received, total } => Event::BlobFetch {
+            context_id: context_id.to_hex(),
+            peer: peer.to_string(),
+            blob_id: blob_id.to_hex(),
+            received: *received,
+            total: *total,
+        },
         ContextEvent::AppEvent { context_id, delta_id, author, kind, data } => Event::AppEvent {
             context_id: context_id.to_hex(),
             delta_id: delta_id.to_hex(),
@@ -101,6 +108,7 @@ pub fn sync_kind(event: &ContextEvent) -> bool {
         | ContextEvent::PeerInSync { .. }
         | ContextEvent::Repaired { .. }
         | ContextEvent::Snapshot { .. }
+        | ContextEvent::BlobFetch { .. }
         | ContextEvent::Rejected { .. } => true,
         _ => false,
     }

@@ -42,6 +42,8 @@ pub(super) struct Apps {
     locks: Mutex<HashMap<ContextId, Arc<Mutex<()>>>>,
     /// Serializes carrying out upgrades' migrations (so each runs once per context).
     migrating: Mutex<()>,
+    /// Wakes the task fetching upgrade targets this node lacks (see `fetch.rs`).
+    pub(super) wanted: Arc<tokio::sync::Notify>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -51,7 +53,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Apps {
     pub(super) fn new(limits: Limits) -> Self {
-        Apps { limits, runtime: Mutex::new(None), locks: Mutex::default(), migrating: Mutex::new(()) }
+        Apps {
+            limits,
+            runtime: Mutex::new(None),
+            locks: Mutex::default(),
+            migrating: Mutex::new(()),
+            wanted: Arc::new(tokio::sync::Notify::new()),
+        }
     }
 
     /// The runtime, started on first use.
@@ -505,7 +513,7 @@ impl<B: Backend> NodeService<B> {
         let installed = self.store().get(&ApplicationKey { application_id: marker.to_application })?;
         let error = match (&marker.error, &installed) {
             (Some(error), _) => Some(format!("migration `{}` failed: {error}", marker.method)),
-            (None, None) => Some(format!("application {} is not installed on this node", marker.to_application)),
+            (None, None) => Some(not_installed(&marker.to_application)),
             (None, Some(_)) => None,
         };
         let record = GroupContextLastMigrationValue {
@@ -531,6 +539,69 @@ impl<B: Backend> NodeService<B> {
     fn governed_group(&self, group_id: &GroupId) -> Result<Option<crate::governance::GroupState>, ServiceError> {
         let namespace_id = self.governance.namespace_of(group_id)?;
         Ok(self.governance.state(&namespace_id)?.group(group_id).cloned())
+    }
+}
+
+/// The error a migration record carries when the migration ran (on the node that started
+/// the upgrade) but its application was not installed here when its delta arrived: the
+/// context moves when the application arrives ([`NodeService::application_arrived`]).
+fn not_installed(application_id: &ApplicationId) -> String {
+    format!("application {application_id} is not installed on this node")
+}
+
+impl<B: Backend> NodeService<B> {
+    /// What the service does once an application is installed here (by `app_install`, or
+    /// fetched from peers): every group held here that targets it finishes its upgrade on
+    /// this node. A context whose migration's delta arrived before the application did (its
+    /// record says "not installed") is moved now — the migration's writes are in its state
+    /// already, applied with the delta, so every node ends with the same root — and an
+    /// upgrade without a migration moves the contexts still on the old application.
+    pub fn application_arrived(&self, application_id: &ApplicationId) {
+        let Ok(Some(application)) = self.store().get(&ApplicationKey { application_id: *application_id }) else {
+            return;
+        };
+        let mut groups = Vec::new();
+        self.each_held_namespace("finish upgrades to an arrived application", |_, state| {
+            groups.extend(
+                state
+                    .groups
+                    .iter()
+                    .filter(|(_, g)| g.upgrade.is_some() && g.meta.target_application_id == *application_id)
+                    .map(|(id, g)| (*id, g.contexts.iter().copied().collect::<Vec<_>>(), g.upgrade.clone())),
+            );
+        });
+        for (group_id, contexts, upgrade) in groups {
+            let migration = upgrade.and_then(|u| u.migration);
+            if migration.is_none() {
+                self.apply_upgrade(&group_id);
+                continue;
+            }
+            for context_id in contexts {
+                if let Err(e) = self.resume_migration(&group_id, &context_id, &application) {
+                    tracing::warn!(%group_id, %context_id, error = %e, "cannot move a migrated context");
+                }
+            }
+        }
+    }
+
+    /// Moves a context whose migration's record says its application was not installed.
+    fn resume_migration(
+        &self,
+        group_id: &GroupId,
+        context_id: &ContextId,
+        application: &ApplicationMeta,
+    ) -> Result<(), ServiceError> {
+        let Some(last) = self.governance.last_migration(group_id, context_id)? else { return Ok(()) };
+        if last.to_application != application.application_id
+            || last.error.as_deref() != Some(not_installed(&application.application_id).as_str())
+        {
+            return Ok(());
+        }
+        let record =
+            GroupContextLastMigrationValue { error: None, migrated_at_ms: weft_primitives::wall_clock_ms(), ..last };
+        self.engine.exclusive(|| self.governance.record_migration(group_id, context_id, &record, Some(application)))?;
+        tracing::info!(%context_id, to = %application.application_id, "context migrated once its application arrived");
+        Ok(())
     }
 }
 

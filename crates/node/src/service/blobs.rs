@@ -71,6 +71,8 @@ impl<B: Backend> NodeService<B> {
         batch.put(&BlobKey { blob_id }, bytecode);
         batch.put(&ApplicationKey { application_id }, &meta);
         self.store().write(batch)?;
+        // Upgrades to it that could not finish here without it finish now.
+        self.application_arrived(&application_id);
         Ok(application_id)
     }
 

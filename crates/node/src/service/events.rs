@@ -106,6 +106,20 @@ pub enum ContextEvent {
         /// Why.
         reason: String,
     },
+    /// A chunk of a blob being fetched from a peer arrived (sync progress): a joined
+    /// context's application bytecode, an upgrade's, or one `blob_get` fetches.
+    BlobFetch {
+        /// The context the blob was asked in.
+        context_id: ContextId,
+        /// The peer that served the chunk.
+        peer: libp2p::PeerId,
+        /// The blob.
+        blob_id: weft_primitives::BlobId,
+        /// Bytes held so far.
+        received: u64,
+        /// The blob's size.
+        total: u64,
+    },
 }
 
 /// Where a snapshot being received stands.
@@ -139,7 +153,8 @@ impl ContextEvent {
             | ContextEvent::Repaired { context_id, .. }
             | ContextEvent::Snapshot { context_id, .. }
             | ContextEvent::AppEvent { context_id, .. }
-            | ContextEvent::Rejected { context_id, .. } => context_id,
+            | ContextEvent::Rejected { context_id, .. }
+            | ContextEvent::BlobFetch { context_id, .. } => context_id,
         }
     }
 }

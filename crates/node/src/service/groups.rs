@@ -182,6 +182,12 @@ impl<B: Backend> NodeService<B> {
         }
         if moves_contexts(&op.content.body) {
             self.apply_upgrade(&op.content.group_id);
+            // An upgrade to an application this node lacks: fetch it from peers.
+            if let OpBody::TargetApplicationSet { application_id, .. } = &op.content.body {
+                if matches!(self.store().contains(&ApplicationKey { application_id: *application_id }), Ok(false)) {
+                    self.want_applications();
+                }
+            }
         }
     }
 
@@ -217,7 +223,7 @@ impl<B: Backend> NodeService<B> {
 
     /// Calls `f` with each namespace held here and its governance state; a namespace whose
     /// state cannot be read is logged (as unable to `what`) and skipped.
-    fn each_held_namespace(&self, what: &'static str, mut f: impl FnMut(NamespaceId, &GovState)) {
+    pub(super) fn each_held_namespace(&self, what: &'static str, mut f: impl FnMut(NamespaceId, &GovState)) {
         let namespaces = match self.store().scan(Prefix::<NamespaceGovHead>::family()).collect_all() {
             Ok(rows) => rows,
             Err(e) => {

@@ -238,6 +238,9 @@ pub struct JoinOutcome {
     /// Whether a peer reported the same heads and root before the join returned (otherwise
     /// catch-up goes on in the background).
     pub synced: bool,
+    /// Bytes of the application's bytecode fetched from peers by this join (0 when it was
+    /// held already).
+    pub fetched_bytes: u64,
 }
 
 impl<B: Backend> NodeService<B> {
@@ -409,8 +412,8 @@ impl<B: Backend> NodeService<B> {
         })
         .is_some();
         // The join is done once this node can run the context's application.
-        self.fetch_bytecode(&context_id)?;
-        Ok(JoinOutcome { context_id, identity: self.identity, synced })
+        let fetched_bytes = self.fetch_bytecode(&context_id)?;
+        Ok(JoinOutcome { context_id, identity: self.identity, synced, fetched_bytes })
     }
 
     /// Leaves a context: leaves its group (a `MemberLeft` governance op, published — this

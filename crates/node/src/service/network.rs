@@ -55,6 +55,7 @@ impl<B: Backend + Send + Sync + 'static> NodeService<B> {
         }
         let authorizer = Arc::new(SharedGovernanceAuthorizer::new(self.governance.clone()));
         let reconcile_every = config.anti_entropy_interval.max(KEY_RECONCILE);
+        let config_round = config.anti_entropy_interval.max(Duration::from_millis(100));
         let network = Network::start_supervised(
             config,
             &self.key,
@@ -72,6 +73,11 @@ impl<B: Backend + Send + Sync + 'static> NodeService<B> {
         }
         self.tasks.spawn(EVENTS_TASK, forward(Arc::downgrade(self), events));
         self.tasks.spawn(KEYS_TASK, reconcile_keys(Arc::downgrade(self), reconcile_every));
+        let fetch_every = config_round.min(super::fetch::APP_FETCH_ROUND);
+        self.tasks.spawn(
+            super::fetch::APPS_TASK,
+            super::fetch::fetch_targets(Arc::downgrade(self), self.apps.wanted.clone(), fetch_every),
+        );
         Ok(network)
     }
 
@@ -356,6 +362,9 @@ impl<B: Backend> NodeService<B> {
                         Err(e) => tracing::warn!(%namespace_id, error = %e, "cannot read a logged op"),
                     }
                 }
+            }
+            NetEvent::BlobProgress { context_id, blob_id, peer, received, total } => {
+                self.emit(ContextEvent::BlobFetch { context_id, peer, blob_id, received, total });
             }
             NetEvent::OpRejected { namespace_id, peer, reason } => {
                 tracing::info!(%namespace_id, %peer, %reason, "a peer's governance op was refused");

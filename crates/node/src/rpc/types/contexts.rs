@@ -74,6 +74,10 @@ pub struct JoinedContext {
     /// Whether a peer reported the same heads and root before the join returned (otherwise
     /// catch-up goes on in the background).
     pub synced: bool,
+    /// Bytes of the context's application bytecode fetched from peers by this join (0 when
+    /// the node held it already).
+    #[serde(default)]
+    pub fetched_bytes: u64,
 }
 
 /// `context_leave`'s result: `op_id` only when a leave op was signed (not when this node was

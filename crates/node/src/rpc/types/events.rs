@@ -95,6 +95,21 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// A chunk of a blob being fetched from a peer arrived: the bytecode of a joined
+    /// context's application (before `context_join` returns), of an upgrade's target, or a
+    /// blob `blob_get` fetches. The last has `received == total`.
+    BlobFetch {
+        /// The context the blob is asked in.
+        context_id: String,
+        /// The peer that served the chunk.
+        peer: String,
+        /// The blob.
+        blob_id: String,
+        /// Bytes held so far.
+        received: u64,
+        /// The blob's size.
+        total: u64,
+    },
     /// This subscriber fell behind and missed events (read `context_status` to resynchronize).
     Lagged {
         /// How many.
