@@ -145,11 +145,31 @@ pub struct P2pConfig {
     pub listen: Vec<Multiaddr>,
     /// Peers dialled at start-up.
     pub bootstrap: Vec<Multiaddr>,
+    /// Most connections established at once, inbound and outbound together.
+    pub max_connections: u32,
+    /// Most connections established with one peer at once.
+    pub max_connections_per_peer: u32,
+    /// Most inbound connections (pending or established) from one IP address at once.
+    pub max_connections_per_ip: u32,
+    /// Most inbound connections in their handshake at once.
+    pub max_pending_incoming: u32,
+    /// Most outbound connections being dialled at once.
+    pub max_pending_outgoing: u32,
 }
 
 impl Default for P2pConfig {
+    /// The network's defaults ([`NetConfig::default`]).
     fn default() -> Self {
-        P2pConfig { listen: vec![default_p2p_listen()], bootstrap: Vec::new() }
+        let net = NetConfig::default();
+        P2pConfig {
+            listen: vec![default_p2p_listen()],
+            bootstrap: Vec::new(),
+            max_connections: net.max_connections,
+            max_connections_per_peer: net.max_connections_per_peer,
+            max_connections_per_ip: net.max_connections_per_ip,
+            max_pending_incoming: net.max_pending_incoming,
+            max_pending_outgoing: net.max_pending_outgoing,
+        }
     }
 }
 
@@ -328,7 +348,12 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 23] = [
+        let positive: [(&'static str, u64); 28] = [
+            ("p2p.max_connections", u64::from(self.p2p.max_connections)),
+            ("p2p.max_connections_per_peer", u64::from(self.p2p.max_connections_per_peer)),
+            ("p2p.max_connections_per_ip", u64::from(self.p2p.max_connections_per_ip)),
+            ("p2p.max_pending_incoming", u64::from(self.p2p.max_pending_incoming)),
+            ("p2p.max_pending_outgoing", u64::from(self.p2p.max_pending_outgoing)),
             ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
             ("rpc.max_connections", u64::from(self.rpc.max_connections)),
             ("rpc.max_batch", u64::from(self.rpc.max_batch)),
@@ -467,6 +492,11 @@ impl NodeConfig {
             peer_gossip_rate: self.sync.peer_gossip_rate,
             peer_gossip_burst: self.sync.peer_gossip_burst,
             blob_chunk_bytes: self.sync.blob_chunk_kib.saturating_mul(1024),
+            max_connections: self.p2p.max_connections,
+            max_connections_per_peer: self.p2p.max_connections_per_peer,
+            max_connections_per_ip: self.p2p.max_connections_per_ip,
+            max_pending_incoming: self.p2p.max_pending_incoming,
+            max_pending_outgoing: self.p2p.max_pending_outgoing,
             ..NetConfig::default()
         }
     }
@@ -486,6 +516,7 @@ impl NodeConfig {
         };
         // The [sync] comments state the defaults from their one definition.
         let sync_defaults = SyncConfig::default();
+        let p2p_defaults = P2pConfig::default();
         let app_defaults = AppLimits::default();
         // Writing to a String cannot fail.
         let _ = write!(
@@ -511,6 +542,19 @@ listen = {p2p_listen}
 # Peers to dial at start-up (and redial while no peer is connected), as multiaddrs,
 # optionally ending in /p2p/<peer id>. Default [].
 bootstrap = {bootstrap}
+# Connection limits (past them a connection is refused; counted in
+# weft_p2p_connections_denied_total{{reason}}). Most connections established at once,
+# inbound and outbound. Default {d_max_connections}.
+max_connections = {p2p_max_connections}
+# Most connections with one peer at once. Default {d_max_connections_per_peer}.
+max_connections_per_peer = {max_connections_per_peer}
+# Most inbound connections from one IP address at once (pending and established).
+# Default {d_max_connections_per_ip}.
+max_connections_per_ip = {max_connections_per_ip}
+# Most inbound connections in their handshake at once. Default {d_max_pending_incoming}.
+max_pending_incoming = {max_pending_incoming}
+# Most outbound connections being dialled at once. Default {d_max_pending_outgoing}.
+max_pending_outgoing = {max_pending_outgoing}
 
 [storage]
 # RocksDB's memory budget in MiB: one block cache shared by every column family,
@@ -647,6 +691,16 @@ log_lines_per_second = {log_lines_per_second}
             p2p_default = DEFAULT_P2P_LISTEN,
             p2p_listen = quoted_list(&self.p2p.listen),
             bootstrap = quoted_list(&self.p2p.bootstrap),
+            d_max_connections = p2p_defaults.max_connections,
+            d_max_connections_per_peer = p2p_defaults.max_connections_per_peer,
+            d_max_connections_per_ip = p2p_defaults.max_connections_per_ip,
+            d_max_pending_incoming = p2p_defaults.max_pending_incoming,
+            d_max_pending_outgoing = p2p_defaults.max_pending_outgoing,
+            p2p_max_connections = self.p2p.max_connections,
+            max_connections_per_peer = self.p2p.max_connections_per_peer,
+            max_connections_per_ip = self.p2p.max_connections_per_ip,
+            max_pending_incoming = self.p2p.max_pending_incoming,
+            max_pending_outgoing = self.p2p.max_pending_outgoing,
             memory_budget_mb = self.storage.memory_budget_mb,
             write_buffer_mb = self.storage.write_buffer_mb,
             wal_sync_interval_ms = self.storage.wal_sync_interval_ms,
@@ -763,6 +817,38 @@ mod tests {
                 ..NetConfig::default()
             }
         );
+    }
+
+    #[test]
+    fn connection_limits_map_to_the_network_and_zero_is_invalid() {
+        let text = "[p2p]\nmax_connections = 10\nmax_connections_per_peer = 1\nmax_connections_per_ip = 4\n\
+                    max_pending_incoming = 5\nmax_pending_outgoing = 6\n";
+        let net = parse(text).unwrap().net();
+        assert_eq!(
+            (
+                net.max_connections,
+                net.max_connections_per_peer,
+                net.max_connections_per_ip,
+                net.max_pending_incoming,
+                net.max_pending_outgoing
+            ),
+            (10, 1, 4, 5, 6)
+        );
+        let defaults = NetConfig::default();
+        assert_eq!((defaults.max_connections, defaults.max_connections_per_peer), (256, 2));
+        assert_eq!((defaults.max_connections_per_ip, defaults.max_pending_incoming), (16, 64));
+        for key in [
+            "max_connections",
+            "max_connections_per_peer",
+            "max_connections_per_ip",
+            "max_pending_incoming",
+            "max_pending_outgoing",
+        ] {
+            match parse(&format!("[p2p]\n{key} = 0\n")).unwrap_err() {
+                ConfigError::Invalid { key: k, .. } => assert_eq!(k, format!("p2p.{key}")),
+                other => panic!("{key}: {other}"),
+            }
+        }
     }
 
     /// The per-peer bounds of a network configuration.

@@ -49,6 +49,17 @@ pub struct NetConfig {
     /// bytes). Each chunk received is stored before the next is asked, so a fetch cut short
     /// resumes from the last one.
     pub blob_chunk_bytes: u32,
+    /// Most connections established at once, inbound and outbound together
+    /// (`p2p.max_connections`); more are denied (see `limits.rs`).
+    pub max_connections: u32,
+    /// Most connections established with one peer at once.
+    pub max_connections_per_peer: u32,
+    /// Most inbound connections (pending or established) from one IP address at once.
+    pub max_connections_per_ip: u32,
+    /// Most inbound connections in their handshake at once.
+    pub max_pending_incoming: u32,
+    /// Most outbound connections being dialled at once.
+    pub max_pending_outgoing: u32,
 }
 
 impl Default for NetConfig {
@@ -68,6 +79,11 @@ impl Default for NetConfig {
             peer_gossip_rate: 5000,
             peer_gossip_burst: 10_000,
             blob_chunk_bytes: 256 << 10,
+            max_connections: 256,
+            max_connections_per_peer: 2,
+            max_connections_per_ip: 16,
+            max_pending_incoming: 64,
+            max_pending_outgoing: 64,
         }
     }
 }

@@ -22,13 +22,14 @@ use std::sync::Arc;
 use futures::StreamExt;
 use libp2p::core::transport::ListenerId;
 use libp2p::request_response::{self, OutboundRequestId};
-use libp2p::swarm::SwarmEvent;
+use libp2p::swarm::{ConnectionDenied, DialError, ListenError, SwarmEvent};
 use libp2p::{gossipsub, identify, PeerId, Swarm};
 use tokio::sync::{broadcast, mpsc};
 use weft_primitives::{BlobId, ContextId, KeyId, NamespaceId};
 use weft_store::schema::ContextLeft;
 use weft_store::{Backend, Read};
 
+use super::admission::Admission;
 use super::applier::Applier;
 use super::blobs::BlobFetches;
 use super::contexts::Contexts;
@@ -37,6 +38,7 @@ use super::governance::Namespaces;
 use super::handle::{Command, LISTEN_WAIT};
 use super::inbound::{Inbound, Work, EVENTS_PER_ROUND};
 use super::keys::{KeyRequests, KeyScope};
+use super::limits::DenialReason;
 use super::log::{LogKind, LogSync};
 use super::protocol::{SyncRequest, SyncResponse};
 use super::repair::Repairs;
@@ -57,6 +59,7 @@ pub(super) enum Pending {
     Snapshot(ContextId),
     Key(KeyScope, KeyId),
     Blob(ContextId, BlobId),
+    Bind,
 }
 
 /// What the driver needs of a backend: the bounds its methods share, named once.
@@ -96,6 +99,8 @@ pub(super) struct Driver<B: Backend> {
     pub(super) blobs: BlobFetches,
     /// The thread applying received deltas (see `applier.rs`).
     pub(super) applier: Applier,
+    /// Who each peer is bound to, and this node's bindings (see `admission.rs`).
+    pub(super) admission: Admission,
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -129,6 +134,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             deferred: DeferredDeltas::default(),
             blobs: BlobFetches::default(),
             applier,
+            admission: Admission::default(),
         }
     }
 
@@ -218,7 +224,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             | Pending::RepairWalk(c)
             | Pending::RepairEntries(c)
             | Pending::Snapshot(c) => *c != context_id,
-            Pending::NamespaceStatus(_) | Pending::Ops(_) | Pending::Key(..) | Pending::Blob(..) => true,
+            Pending::NamespaceStatus(_) | Pending::Ops(_) | Pending::Key(..) | Pending::Blob(..) | Pending::Bind => {
+                true
+            }
         });
         self.deferred.forget_context(context_id);
     }
@@ -231,13 +239,20 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
 
     fn on_command(&mut self, command: Command) {
         match command {
-            Command::Join(context_id) => self.join::<Contexts>(context_id),
+            Command::Join(context_id) => {
+                // An identity created for it (a join) is bound before the context is asked about.
+                self.bind_new_identities(&self.swarm.connected_peers().copied().collect());
+                self.join::<Contexts>(context_id)
+            }
             Command::Leave(context_id, done) => {
                 self.leave(context_id);
                 let _ = done.send(());
             }
             Command::Publish(context_id, delta) => self.publish::<Contexts>(context_id, *delta),
-            Command::JoinNamespace(namespace_id) => self.join::<Namespaces>(namespace_id),
+            Command::JoinNamespace(namespace_id) => {
+                self.bind_new_identities(&self.swarm.connected_peers().copied().collect());
+                self.join::<Namespaces>(namespace_id)
+            }
             Command::PublishOp(namespace_id, op) => self.publish::<Namespaces>(namespace_id, *op),
             // Not for a context this node left: catching up would apply peers' deltas to it.
             Command::SyncNow(context_id) if self.has_left(&context_id) => {}
@@ -304,6 +319,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 let _ = self.swarm.dial(addr);
             }
         }
+        self.bind_new_identities(&connected);
         let (namespaces, contexts) = self.due_this_round();
         self.check::<Namespaces>(namespaces, &connected);
         self.check::<Contexts>(contexts, &connected);
@@ -328,7 +344,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// fit in [`Driver::round_share`], else that many, taken in turn from where the last
     /// round stopped (namespaces first, at most half the share while contexts wait), so
     /// every one is checked within a bounded number of rounds and none is starved.
-    fn due_this_round(&mut self) -> (Vec<NamespaceId>, Vec<ContextId>) {
+    pub(super) fn due_this_round(&mut self) -> (Vec<NamespaceId>, Vec<ContextId>) {
         let share = self.round_share();
         let mut namespaces: Vec<NamespaceId> = self.namespaces.ids();
         let mut contexts: Vec<ContextId> = self.contexts.ids();
@@ -359,17 +375,16 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             SwarmEvent::ConnectionEstablished { peer_id, endpoint, num_established, .. } => {
                 self.swarm.behaviour_mut().kad.add_address(&peer_id, endpoint.get_remote_address().clone());
                 if num_established.get() == 1 {
-                    // Ops before deltas: the deltas may cite them. As many as a round asks
-                    // about; the following rounds take the rest in turn.
-                    let (namespaces, contexts) = self.due_this_round();
-                    for namespace_id in namespaces {
-                        self.ask_status::<Namespaces>(peer_id, namespace_id);
-                    }
-                    for context_id in contexts {
-                        self.ask_status::<Contexts>(peer_id, context_id);
-                    }
+                    // Bind first (see `admission.rs`), then ask as many statuses as a round
+                    // asks about; the following rounds take the rest in turn.
+                    self.on_connected(peer_id);
                 }
             }
+            SwarmEvent::IncomingConnectionError { error: ListenError::Denied { cause }, send_back_addr, .. } => {
+                self.count_denied(&cause);
+                tracing::debug!(addr = %send_back_addr, "inbound connection denied by the connection limits");
+            }
+            SwarmEvent::OutgoingConnectionError { error: DialError::Denied { cause }, .. } => self.count_denied(&cause),
             SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => self.forget_peer(peer_id),
             SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })) => {
                 for addr in info.listen_addrs {
@@ -410,6 +425,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// A peer's last connection closed: forget what was under way with it; a snapshot it
     /// was serving fails (and the context is caught up by deltas).
     fn forget_peer(&mut self, peer: PeerId) {
+        self.admission.forget_peer(&peer);
         self.contexts.forget_peer(peer);
         self.contexts.kind.forget_peer(peer);
         self.namespaces.forget_peer(peer);
@@ -429,9 +445,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         use std::sync::atomic::Ordering::Relaxed;
         self.stats.sync_responses_received.fetch_add(1, Relaxed);
         self.stats.sync_bytes_received.fetch_add(frame_len(&response), Relaxed);
-        if matches!(response, SyncResponse::Busy) {
-            self.stats.busy_received.fetch_add(1, Relaxed);
-        }
+        match response {
+            SyncResponse::Busy => self.stats.busy_received.fetch_add(1, Relaxed),
+            SyncResponse::Refused => self.stats.refused_received.fetch_add(1, Relaxed),
+            _ => 0,
+        };
         match self.pending.remove(&request_id) {
             Some(Pending::Status(id)) => self.answered::<Contexts>(peer, id, response, Self::on_status::<Contexts>),
             Some(Pending::Deltas(id)) => self.answered::<Contexts>(peer, id, response, Self::on_page::<Contexts>),
@@ -444,6 +462,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             Some(Pending::Snapshot(id)) => self.answered::<Contexts>(peer, id, response, Self::on_snapshot),
             Some(Pending::Key(scope, key_id)) => self.on_key(peer, scope, key_id, response),
             Some(Pending::Blob(context_id, blob_id)) => self.on_blob_answer(peer, context_id, blob_id, response),
+            Some(Pending::Bind) => self.on_bind_answer(peer, Some(&response)),
             None => {}
         }
     }
@@ -487,8 +506,26 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 tracing::debug!(%peer, %blob_id, %error, "blob request failed");
                 self.blob_request_failed(peer, context_id, blob_id);
             }
+            Some(Pending::Bind) => {
+                tracing::debug!(%peer, %error, "bind request failed");
+                self.on_bind_answer(peer, None);
+            }
             None => {}
         }
+    }
+}
+
+impl<B: Backend + Send + Sync + 'static> Driver<B> {
+    /// Counts a connection the limits denied (see `limits.rs`), by reason.
+    fn count_denied(&self, cause: &ConnectionDenied) {
+        let counter = match DenialReason::of(cause) {
+            Some(DenialReason::Ip) => &self.stats.connections_denied_ip,
+            Some(DenialReason::Peer) => &self.stats.connections_denied_peer,
+            Some(DenialReason::Total) => &self.stats.connections_denied_total,
+            Some(DenialReason::Pending) => &self.stats.connections_denied_pending,
+            None => return,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

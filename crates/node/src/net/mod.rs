@@ -5,12 +5,14 @@
 //! kept in sync by code written once over the kind (`log.rs`: topics and gossip; `catch_up.rs`;
 //! `sealing.rs`; `keys.rs`, key recovery) and instantiated twice (`contexts.rs`,
 //! `governance.rs`). Each other mechanism lives in a file of its own, holding its part of the
-//! driver's state: per-peer inbound queues and rate limits (`inbound.rs`), the thread applying
+//! driver's state: connection limits (`limits.rs`), who is served what (`admission.rs`: peers
+//! bound to member identities), per-peer inbound queues and rate limits (`inbound.rs`), the thread applying
 //! received deltas off the driver's task (`applier.rs`), deltas waiting for the ops they cite
 //! (`deferred.rs`), fresh joins by snapshot (`snapshot.rs`), Merkle repair (`repair.rs`) and
 //! blobs fetched in chunks (`blobs.rs`); the wire is [`protocol`]. What an operator sees of it,
 //! and the settings that tune it, are in `docs/sync.md`.
 
+mod admission;
 mod applier;
 mod blobs;
 mod catch_up;
@@ -23,6 +25,7 @@ mod governance;
 mod handle;
 mod inbound;
 mod keys;
+mod limits;
 mod log;
 pub mod protocol;
 mod repair;
@@ -31,6 +34,7 @@ mod snapshot;
 mod stats;
 mod swarm;
 
+pub use admission::MAX_BOUND_IDENTITIES;
 pub use applier::MAX_APPLYING;
 pub use blobs::BlobFetchError;
 pub use config::NetConfig;
@@ -39,6 +43,7 @@ pub use events::{NetEvent, PeerInfo};
 pub use handle::{keypair, NetError, Network, LISTEN_WAIT};
 pub use inbound::{EVENTS_PER_ROUND, MAX_PEER_QUEUE_BYTES};
 pub use keys::KEY_RETRY;
+pub use limits::IpLimitExceeded;
 pub use repair::{MAX_REPAIR_ROUNDS, MAX_REPAIR_SESSIONS};
 pub use snapshot::{MAX_SNAPSHOT_SERVING, SNAPSHOT_IDLE};
 pub use stats::{Export, MetricKind, NetStats};
