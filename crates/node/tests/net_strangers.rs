@@ -163,7 +163,7 @@ async fn a_non_members_requests_are_refused_and_it_learns_no_state() {
     assert_eq!(answers[1], Some(SyncResponse::Refused), "a replayed binding was accepted");
     assert!(answers[2..].iter().all(|a| *a == Some(SyncResponse::Refused)), "{answers:?}");
     let refused = a.net.stats().requests_refused_admission.load(Ordering::Relaxed);
-    assert!(refused >= 2 * n as u64 + 1, "{refused} refusals counted");
+    assert!(refused > 2 * n as u64, "{refused} refusals counted");
 
     // A weft node with no identity replicating the context: its catch-up, snapshot and repair
     // requests are refused, round after round; it learns nothing.
