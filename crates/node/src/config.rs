@@ -150,9 +150,20 @@ pub struct P2pConfig {
     pub max_known_peers: u32,
     /// A remembered peer not seen for this long is forgotten, in milliseconds.
     pub known_peer_ttl_ms: u64,
+    /// Most connections established at once, inbound and outbound together.
+    pub max_connections: u32,
+    /// Most connections established with one peer at once.
+    pub max_connections_per_peer: u32,
+    /// Most inbound connections (pending or established) from one IP address at once.
+    pub max_connections_per_ip: u32,
+    /// Most inbound connections in their handshake at once.
+    pub max_pending_incoming: u32,
+    /// Most outbound connections being dialled at once.
+    pub max_pending_outgoing: u32,
 }
 
 impl Default for P2pConfig {
+    /// The network's defaults ([`NetConfig::default`]).
     fn default() -> Self {
         let net = NetConfig::default();
         P2pConfig {
@@ -160,6 +171,11 @@ impl Default for P2pConfig {
             bootstrap: Vec::new(),
             max_known_peers: u32::try_from(net.max_known_peers).unwrap_or(u32::MAX),
             known_peer_ttl_ms: u64::try_from(net.known_peer_ttl.as_millis()).unwrap_or(u64::MAX),
+            max_connections: net.max_connections,
+            max_connections_per_peer: net.max_connections_per_peer,
+            max_connections_per_ip: net.max_connections_per_ip,
+            max_pending_incoming: net.max_pending_incoming,
+            max_pending_outgoing: net.max_pending_outgoing,
         }
     }
 }
@@ -339,7 +355,12 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 24] = [
+        let positive: [(&'static str, u64); 29] = [
+            ("p2p.max_connections", u64::from(self.p2p.max_connections)),
+            ("p2p.max_connections_per_peer", u64::from(self.p2p.max_connections_per_peer)),
+            ("p2p.max_connections_per_ip", u64::from(self.p2p.max_connections_per_ip)),
+            ("p2p.max_pending_incoming", u64::from(self.p2p.max_pending_incoming)),
+            ("p2p.max_pending_outgoing", u64::from(self.p2p.max_pending_outgoing)),
             ("rpc.max_request_bytes", u64::from(self.rpc.max_request_bytes)),
             ("rpc.max_connections", u64::from(self.rpc.max_connections)),
             ("rpc.max_batch", u64::from(self.rpc.max_batch)),
@@ -481,6 +502,11 @@ impl NodeConfig {
             blob_chunk_bytes: self.sync.blob_chunk_kib.saturating_mul(1024),
             max_known_peers: usize::try_from(self.p2p.max_known_peers).unwrap_or(usize::MAX),
             known_peer_ttl: Duration::from_millis(self.p2p.known_peer_ttl_ms),
+            max_connections: self.p2p.max_connections,
+            max_connections_per_peer: self.p2p.max_connections_per_peer,
+            max_connections_per_ip: self.p2p.max_connections_per_ip,
+            max_pending_incoming: self.p2p.max_pending_incoming,
+            max_pending_outgoing: self.p2p.max_pending_outgoing,
             ..NetConfig::default()
         }
     }
@@ -500,6 +526,7 @@ impl NodeConfig {
         };
         // The [sync] comments state the defaults from their one definition.
         let sync_defaults = SyncConfig::default();
+        let p2p_defaults = P2pConfig::default();
         let app_defaults = AppLimits::default();
         // Writing to a String cannot fail.
         let _ = write!(
@@ -532,6 +559,19 @@ max_known_peers = {max_known_peers}
 # A remembered peer not seen for this long is forgotten, in milliseconds.
 # Default {d_known_peer_ttl_ms} (7 days).
 known_peer_ttl_ms = {known_peer_ttl_ms}
+# Connection limits (past them a connection is refused; counted in
+# weft_p2p_connections_denied_total{{reason}}). Most connections established at once,
+# inbound and outbound. Default {d_max_connections}.
+max_connections = {p2p_max_connections}
+# Most connections with one peer at once. Default {d_max_connections_per_peer}.
+max_connections_per_peer = {max_connections_per_peer}
+# Most inbound connections from one IP address at once (pending and established).
+# Default {d_max_connections_per_ip}.
+max_connections_per_ip = {max_connections_per_ip}
+# Most inbound connections in their handshake at once. Default {d_max_pending_incoming}.
+max_pending_incoming = {max_pending_incoming}
+# Most outbound connections being dialled at once. Default {d_max_pending_outgoing}.
+max_pending_outgoing = {max_pending_outgoing}
 
 [storage]
 # RocksDB's memory budget in MiB: one block cache shared by every column family,
@@ -672,6 +712,16 @@ log_lines_per_second = {log_lines_per_second}
             max_known_peers = self.p2p.max_known_peers,
             d_known_peer_ttl_ms = P2pConfig::default().known_peer_ttl_ms,
             known_peer_ttl_ms = self.p2p.known_peer_ttl_ms,
+            d_max_connections = p2p_defaults.max_connections,
+            d_max_connections_per_peer = p2p_defaults.max_connections_per_peer,
+            d_max_connections_per_ip = p2p_defaults.max_connections_per_ip,
+            d_max_pending_incoming = p2p_defaults.max_pending_incoming,
+            d_max_pending_outgoing = p2p_defaults.max_pending_outgoing,
+            p2p_max_connections = self.p2p.max_connections,
+            max_connections_per_peer = self.p2p.max_connections_per_peer,
+            max_connections_per_ip = self.p2p.max_connections_per_ip,
+            max_pending_incoming = self.p2p.max_pending_incoming,
+            max_pending_outgoing = self.p2p.max_pending_outgoing,
             memory_budget_mb = self.storage.memory_budget_mb,
             write_buffer_mb = self.storage.write_buffer_mb,
             wal_sync_interval_ms = self.storage.wal_sync_interval_ms,
@@ -788,6 +838,38 @@ mod tests {
                 ..NetConfig::default()
             }
         );
+    }
+
+    #[test]
+    fn connection_limits_map_to_the_network_and_zero_is_invalid() {
+        let text = "[p2p]\nmax_connections = 10\nmax_connections_per_peer = 1\nmax_connections_per_ip = 4\n\
+                    max_pending_incoming = 5\nmax_pending_outgoing = 6\n";
+        let net = parse(text).unwrap().net();
+        assert_eq!(
+            (
+                net.max_connections,
+                net.max_connections_per_peer,
+                net.max_connections_per_ip,
+                net.max_pending_incoming,
+                net.max_pending_outgoing
+            ),
+            (10, 1, 4, 5, 6)
+        );
+        let defaults = NetConfig::default();
+        assert_eq!((defaults.max_connections, defaults.max_connections_per_peer), (256, 2));
+        assert_eq!((defaults.max_connections_per_ip, defaults.max_pending_incoming), (16, 64));
+        for key in [
+            "max_connections",
+            "max_connections_per_peer",
+            "max_connections_per_ip",
+            "max_pending_incoming",
+            "max_pending_outgoing",
+        ] {
+            match parse(&format!("[p2p]\n{key} = 0\n")).unwrap_err() {
+                ConfigError::Invalid { key: k, .. } => assert_eq!(k, format!("p2p.{key}")),
+                other => panic!("{key}: {other}"),
+            }
+        }
     }
 
     /// The per-peer bounds of a network configuration.

@@ -300,6 +300,50 @@ fn ops_built_on_a_rejected_op_are_rejected_in_any_order() {
     assert_eq!(dump(&one), dump(&two));
 }
 
+/// One signer's ops waiting for parents are capped (`max_pending_per_signer`), with a typed
+/// error and nothing changed; an op that waited past `pending_ttl` is dropped, and arrives
+/// again later like any op.
+#[test]
+fn one_signer_holds_a_bounded_share_of_the_buffer_and_waiting_ops_expire() {
+    let author = memory_governance();
+    let (ns, a) = namespace(&author);
+    let root = ns.root_group();
+    let mut ops = vec![author.op(&ns, &author.heads(&ns).unwrap()[0]).unwrap().unwrap()];
+    for i in 0..4u8 {
+        let id = key(30 + i).public_key();
+        ops.push(author.sign(ns, root, &a, OpBody::MemberAdded { identity: id, role: Role::Member }).unwrap());
+        author.submit(ops.last().unwrap().clone()).unwrap();
+    }
+    let store =
+        Arc::new(weft_store::Store::open(weft_store::MemoryBackend::new::<weft_store::schema::Column>()).unwrap());
+    let config = GovernanceConfig { max_pending_per_signer: 2, ..GovernanceConfig::default() };
+    let gov = Governance::new(Arc::clone(&store), config);
+    gov.submit(ops[0].clone()).unwrap();
+    assert!(matches!(gov.submit(ops[2].clone()).unwrap().op, Submitted::Pending { .. }));
+    assert!(matches!(gov.submit(ops[3].clone()).unwrap().op, Submitted::Pending { .. }));
+    let full = gov.submit(ops[4].clone()).unwrap_err();
+    assert!(matches!(full, GovernanceError::SignerPendingFull { limit: 2, .. }), "{full:?}");
+    assert_eq!(gov.pending_count(&ns).unwrap(), 2);
+    accepted(gov.submit(ops[1].clone()).unwrap());
+    accepted(gov.submit(ops[4].clone()).unwrap());
+    assert_eq!(gov.heads(&ns).unwrap(), author.heads(&ns).unwrap());
+
+    // With a TTL of zero, a waiting op is dropped at the next submit.
+    let expiring = Governance::new(
+        Arc::new(weft_store::Store::open(weft_store::MemoryBackend::new::<weft_store::schema::Column>()).unwrap()),
+        GovernanceConfig { pending_ttl: std::time::Duration::ZERO, ..GovernanceConfig::default() },
+    );
+    expiring.submit(ops[0].clone()).unwrap();
+    assert!(matches!(expiring.submit(ops[2].clone()).unwrap().op, Submitted::Pending { .. }));
+    assert!(matches!(expiring.submit(ops[3].clone()).unwrap().op, Submitted::Pending { .. }));
+    assert_eq!(expiring.pending_count(&ns).unwrap(), 1, "the first waiting op expired");
+    // Sent again in order, everything is logged.
+    for op in &ops[1..] {
+        expiring.submit(op.clone()).unwrap();
+    }
+    assert_eq!(expiring.heads(&ns).unwrap(), author.heads(&ns).unwrap());
+}
+
 #[test]
 fn ops_wait_for_missing_parents_in_a_bounded_buffer() {
     let author = memory_governance();

@@ -177,7 +177,9 @@ impl Lies {
             Some(SyncRequest::Application { .. }) => {
                 SyncResponse::Application { application: weft_primitives::ApplicationMeta::default() }
             }
-            Some(SyncRequest::Reserved11) | None => SyncResponse::Unknown,
+            // Bound, whoever asks.
+            Some(SyncRequest::Bind { .. }) => SyncResponse::Bound,
+            None => SyncResponse::Unknown,
         };
         protocol::encode(&response).unwrap()
     }
@@ -304,8 +306,14 @@ async fn garbage_oversized_forged_and_replayed_messages_are_rejected_and_the_oth
     let a = start(memory_store(), 1, config(vec![], TICK), false, &[CTX]).await;
     let (ns, _) = a.gov.create_namespace(ApplicationId([0xa1; 32]), UpgradePolicy::Manual).unwrap();
     a.net.join_namespace(ns).await.unwrap();
+    // B takes part in the namespace (a node serves its ops to participants only).
+    let admin = a.gov.identity(&ns).unwrap();
+    let b_identity = SecretKey::from_bytes(&[2; 32]);
+    a.gov
+        .act(ns, ns.root_group(), &admin, OpBody::MemberAdded { identity: b_identity.public_key(), role: Role::Member })
+        .unwrap();
     let a_addr = addr(&a.net).await;
-    let b = start(memory_store(), 2, config(vec![a_addr.clone()], TICK), false, &[CTX]).await;
+    let b = start(store_with_identity(ns, &b_identity), 2, config(vec![a_addr.clone()], TICK), false, &[CTX]).await;
     b.net.join_namespace(ns).await.unwrap();
     for i in 0..5 {
         let id = a.engine.write(&CTX, &a.secret, put(&format!("a{i}"), "x")).unwrap().delta.delta_id;

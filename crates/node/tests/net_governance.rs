@@ -68,14 +68,20 @@ async fn ops_reach_peers_by_gossip_and_late_nodes_by_catch_up() {
     a.net.join_namespace(ns).await.unwrap();
     let a_addr = addr(&a.net).await;
 
+    // B and C take part (members; a node serves a namespace's ops to its participants only).
+    let root = ns.root_group();
+    for seed in [2, 3] {
+        a.gov
+            .act(ns, root, &admin, OpBody::MemberAdded { identity: key(seed).public_key(), role: Role::Member })
+            .unwrap();
+    }
     // B holds nothing of the namespace and joins it: the genesis arrives by catch-up.
-    let b = start(memory_store(), 2, config(vec![a_addr.clone()], NO_TICK), false, &[]).await;
+    let b = start(store_with_identity(ns, &key(2)), 2, config(vec![a_addr.clone()], NO_TICK), false, &[]).await;
     b.net.join_namespace(ns).await.unwrap();
     governance_converged(&[&a, &b], ns, WITHIN).await;
     namespace_mesh(&[&a, &b], ns).await;
 
     // Ops acted on A reach B by gossip (no anti-entropy tick runs in this test).
-    let root = ns.root_group();
     for i in 0..5 {
         act(&a, ns, root, &admin, OpBody::MemberAdded { identity: key(10 + i).public_key(), role: Role::Member }).await;
     }
@@ -95,7 +101,7 @@ async fn ops_reach_peers_by_gossip_and_late_nodes_by_catch_up() {
 
     // C was given only the genesis before it started: it joins the namespace at start and
     // catches up the rest.
-    let c_store = memory_store();
+    let c_store = store_with_identity(ns, &key(3));
     Governance::new(c_store.clone(), GovernanceConfig::default())
         .submit(a.gov.op(&ns, &genesis).unwrap().unwrap())
         .unwrap();
@@ -124,8 +130,11 @@ async fn members_deltas_apply_everywhere_and_a_removed_members_are_rejected_by_a
     act(&a, ns, root, &admin, OpBody::ContextRegistered { context_id: CTX }).await;
     act(&a, ns, root, &admin, OpBody::MemberAdded { identity: member.public_key(), role: Role::Member }).await;
     let a_addr = addr(&a.net).await;
-    let b = start(memory_store(), 2, config(vec![a_addr.clone()], TICK), true, &[CTX]).await;
-    let c = start(memory_store(), 3, config(vec![a_addr], TICK), true, &[CTX]).await;
+    let other = key(51);
+    act(&a, ns, root, &admin, OpBody::MemberAdded { identity: other.public_key(), role: Role::Member }).await;
+    // B's node holds the member's identity, C's another member's (peers serve members only).
+    let b = start(store_with_identity(ns, &member), 2, config(vec![a_addr.clone()], TICK), true, &[CTX]).await;
+    let c = start(store_with_identity(ns, &other), 3, config(vec![a_addr], TICK), true, &[CTX]).await;
     b.net.join_namespace(ns).await.unwrap();
     c.net.join_namespace(ns).await.unwrap();
     governance_converged(&[&a, &b, &c], ns, WITHIN).await;
@@ -184,8 +193,9 @@ async fn a_delta_arriving_before_the_ops_it_cites_waits_for_them() {
         a.engine.write_with_events(&CTX, &member, put(&format!("k{i}"), "v"), vec![position.to_event()]).unwrap();
     }
     // C replicates the context but holds nothing of the namespace and never joins it:
-    // the deltas can only be judged once the ops they cite are fetched.
-    let c = start(memory_store(), 3, config(vec![addr(&a.net).await], TICK), true, &[CTX]).await;
+    // the deltas can only be judged once the ops they cite are fetched. (It holds the
+    // member's identity: peers serve members only.)
+    let c = start(store_with_identity(ns, &member), 3, config(vec![addr(&a.net).await], TICK), true, &[CTX]).await;
     context_converged(&[&a, &c], CTX, WITHIN).await;
     let stats = c.net.stats();
     assert!(stats.deferred_deltas.load(Ordering::Relaxed) >= 1);

@@ -47,7 +47,14 @@ async fn a_member_without_the_key_pulls_it_and_a_non_member_learns_nothing() {
     let b = start(store_with_identity(ns, &b_id), 2, config(vec![a_addr.clone()], TICK), true, &[CTX]).await;
     let c = start(store_with_identity(ns, &c_id), 3, config(vec![a_addr.clone()], TICK), true, &[CTX]).await;
     // D holds an identity in the namespace and follows the context's topic, but is no member.
-    let d = start(store_with_identity(ns, &d_id), 4, config(vec![a_addr], TICK), true, &[CTX]).await;
+    // It is given the namespace's ops (a non-member is served no catch-up: see net_strangers).
+    let d_store = store_with_identity(ns, &d_id);
+    let d_gov = Governance::new(d_store.clone(), weft_node::governance::GovernanceConfig::default());
+    for id in a.gov.lacking(&ns, &[], 1000).unwrap().next().unwrap_or_default() {
+        d_gov.submit(a.gov.op(&ns, &id).unwrap().unwrap()).unwrap();
+    }
+    drop(d_gov);
+    let d = start(d_store, 4, config(vec![a_addr], TICK), true, &[CTX]).await;
     for n in [&b, &c, &d] {
         n.net.join_namespace(ns).await.unwrap();
     }

@@ -123,15 +123,22 @@ async fn governance_ops_are_sealed_in_transit_and_private_ops_at_rest() {
     publish_ops(&a, ns, &ops).await;
     governance_converged(&[&a, &b, &c, &m], ns, WITHIN).await;
 
-    // N: only ciphertext, on the topic and in catch-up; it asked for the key and was refused.
-    eventually(WITHIN, "N asks for the namespace key", || {
-        n.net.stats().namespace_keys_requested.load(Ordering::Relaxed) >= 1
+    // N: only ciphertext on the topic, and no catch-up (it is bound to no participant: its
+    // requests are refused, see net_strangers); a key it asks for is refused too.
+    let n_stats = n.net.stats();
+    eventually(WITHIN, "N asks for the namespace key or is refused", || {
+        n_stats.namespace_keys_requested.load(Ordering::Relaxed) >= 1
+            || n_stats.refused_received.load(Ordering::Relaxed) >= 1
     })
     .await;
     eventually(WITHIN, "N receives sealed ops", || n.net.stats().ops_sealed_unreadable.load(Ordering::Relaxed) > 0)
         .await;
     tokio::time::sleep(TICK * 4).await;
-    assert!(n.gov.heads(&ns).unwrap().is_empty(), "N logged no op");
+    assert!(n.gov.heads(&ns).map(|h| h.is_empty()).unwrap_or(true), "N logged no op");
+    assert!(
+        n_stats.ops_sealed_unreadable.load(Ordering::Relaxed) > 0
+            || n_stats.refused_received.load(Ordering::Relaxed) > 0
+    );
     assert_eq!(n.net.stats().namespace_keys_received.load(Ordering::Relaxed), 0);
     assert!(keys_held(&n.gov).is_empty(), "N holds no key at all");
     assert!(a.net.stats().ops_sealed_sent.load(Ordering::Relaxed) > 0);

@@ -64,11 +64,12 @@ impl Corpus {
             | SyncRequest::Blob { context_id, .. }
             | SyncRequest::Application { context_id, .. }
             | SyncRequest::Sealed { context_id, .. } => *context_id.as_bytes(),
-            SyncRequest::Reserved11 => [0; 32],
             SyncRequest::NamespaceStatus { namespace_id }
             | SyncRequest::Ops { namespace_id, .. }
             | SyncRequest::NamespaceKey { namespace_id, .. } => *namespace_id.as_bytes(),
             SyncRequest::GroupKey { group_id, .. } => *group_id.as_bytes(),
+            // About no context: the identity bound stands in.
+            SyncRequest::Bind { identity, .. } => *identity.as_bytes(),
         };
         if let SyncRequest::Sealed { group_id, sealed, .. } = &req {
             self.sealed(&req_key, group_id, &sealing_header(SealedKind::Request, &ContextId::from_bytes(id)), sealed);

@@ -131,4 +131,7 @@ pub use fold::{Folded, Memo, OpGraph, Verdict};
 pub use keys::{namespace_rotation_body, open_rotation, rotation_body, KeyAnswer, KeyStatus, NamespaceKeyStatus};
 pub use op::{check_shape, check_signature, decode_op, InvalidOp, OpLimits};
 pub use state::{can_receive_keys, BodyOutcome, GovState, GroupState, Rejection, Stage, MAX_NONCE_AHEAD};
-pub use store::{Governance, GovernanceConfig, GovernanceError, MemberInfo, SubmitOutcome, Submitted};
+pub use store::{
+    Governance, GovernanceConfig, GovernanceError, MemberInfo, SubmitOutcome, Submitted, MAX_PENDING_PER_SIGNER,
+    PENDING_TTL,
+};

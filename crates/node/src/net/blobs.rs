@@ -19,7 +19,8 @@
 //! again for this fetch, and the fetch starts over from another peer. A peer that answers
 //! `Unknown`, something unsealed or malformed, or fails to answer, is passed over for the
 //! next candidate (a connected peer, those subscribed to the context's topic first);
-//! `Busy` is asked again at the next anti-entropy tick (and passed over after
+//! `Busy` or `Refused` (the peer may not have this node's binding yet: see `admission.rs`) is
+//! asked again at the next anti-entropy tick (and passed over after
 //! [`MAX_BUSY_ROUNDS`] in a row). A peer that claims another size than the chunks held were
 //! served under starts the copy over (one of them lies; the hash will tell). With no candidate left, the fetch
 //! fails and its callers are told; what was received stays stored.
@@ -312,7 +313,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     return;
                 }
             }
-            SyncResponse::Busy if fetch.busy_rounds < MAX_BUSY_ROUNDS => {
+            // Refused: perhaps before this node's binding reached the peer (see `admission.rs`).
+            SyncResponse::Busy | SyncResponse::Refused if fetch.busy_rounds < MAX_BUSY_ROUNDS => {
                 fetch.busy_rounds += 1;
                 fetch.busy = true;
                 return;

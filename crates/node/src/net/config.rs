@@ -53,6 +53,17 @@ pub struct NetConfig {
     pub max_known_peers: usize,
     /// A remembered peer not seen for this long is forgotten (`p2p.known_peer_ttl_ms`).
     pub known_peer_ttl: Duration,
+    /// Most connections established at once, inbound and outbound together
+    /// (`p2p.max_connections`); more are denied (see `limits.rs`).
+    pub max_connections: u32,
+    /// Most connections established with one peer at once.
+    pub max_connections_per_peer: u32,
+    /// Most inbound connections (pending or established) from one IP address at once.
+    pub max_connections_per_ip: u32,
+    /// Most inbound connections in their handshake at once.
+    pub max_pending_incoming: u32,
+    /// Most outbound connections being dialled at once.
+    pub max_pending_outgoing: u32,
 }
 
 impl Default for NetConfig {
@@ -74,6 +85,11 @@ impl Default for NetConfig {
             blob_chunk_bytes: 256 << 10,
             max_known_peers: 64,
             known_peer_ttl: Duration::from_secs(7 * 24 * 3600),
+            max_connections: 256,
+            max_connections_per_peer: 2,
+            max_connections_per_ip: 16,
+            max_pending_incoming: 64,
+            max_pending_outgoing: 64,
         }
     }
 }

@@ -22,13 +22,14 @@ use std::sync::Arc;
 use futures::StreamExt;
 use libp2p::core::transport::ListenerId;
 use libp2p::request_response::{self, OutboundRequestId};
-use libp2p::swarm::SwarmEvent;
+use libp2p::swarm::{ConnectionDenied, DialError, ListenError, SwarmEvent};
 use libp2p::{gossipsub, identify, PeerId, Swarm};
 use tokio::sync::{broadcast, mpsc};
 use weft_primitives::{ApplicationId, BlobId, ContextId, KeyId, NamespaceId};
 use weft_store::schema::ContextLeft;
 use weft_store::{Backend, Read};
 
+use super::admission::Admission;
 use super::applier::Applier;
 use super::apps::AppFetches;
 use super::blobs::BlobFetches;
@@ -38,6 +39,7 @@ use super::governance::Namespaces;
 use super::handle::{Command, LISTEN_WAIT};
 use super::inbound::{Inbound, Work, EVENTS_PER_ROUND};
 use super::keys::{KeyRequests, KeyScope};
+use super::limits::DenialReason;
 use super::log::{LogKind, LogSync};
 use super::peers::{KnownPeers, REDIAL_CHECK};
 use super::protocol::{SyncRequest, SyncResponse};
@@ -60,6 +62,7 @@ pub(super) enum Pending {
     Key(KeyScope, KeyId),
     Blob(ContextId, BlobId),
     Application(ContextId, ApplicationId),
+    Bind,
 }
 
 /// What the driver needs of a backend: the bounds its methods share, named once.
@@ -103,6 +106,8 @@ pub(super) struct Driver<B: Backend> {
     pub(super) applier: Applier,
     /// Peers remembered across restarts and redialed (see `peers.rs`).
     pub(super) peers: KnownPeers,
+    /// Who each peer is bound to, and this node's bindings (see `admission.rs`).
+    pub(super) admission: Admission,
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -138,6 +143,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             apps: AppFetches::default(),
             applier,
             peers: KnownPeers::default(),
+            admission: Admission::default(),
         }
     }
 
@@ -235,7 +241,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             | Pending::Ops(_)
             | Pending::Key(..)
             | Pending::Blob(..)
-            | Pending::Application(..) => true,
+            | Pending::Application(..)
+            | Pending::Bind => true,
         });
         self.deferred.forget_context(context_id);
     }
@@ -248,13 +255,20 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
 
     fn on_command(&mut self, command: Command) {
         match command {
-            Command::Join(context_id) => self.join::<Contexts>(context_id),
+            Command::Join(context_id) => {
+                // An identity created for it (a join) is bound before the context is asked about.
+                self.bind_new_identities(&self.swarm.connected_peers().copied().collect());
+                self.join::<Contexts>(context_id)
+            }
             Command::Leave(context_id, done) => {
                 self.leave(context_id);
                 let _ = done.send(());
             }
             Command::Publish(context_id, delta) => self.publish::<Contexts>(context_id, *delta),
-            Command::JoinNamespace(namespace_id) => self.join::<Namespaces>(namespace_id),
+            Command::JoinNamespace(namespace_id) => {
+                self.bind_new_identities(&self.swarm.connected_peers().copied().collect());
+                self.join::<Namespaces>(namespace_id)
+            }
             Command::PublishOp(namespace_id, op) => self.publish::<Namespaces>(namespace_id, *op),
             // Not for a context this node left: catching up would apply peers' deltas to it.
             Command::SyncNow(context_id) if self.has_left(&context_id) => {}
@@ -327,6 +341,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 let _ = self.swarm.dial(addr);
             }
         }
+        self.bind_new_identities(&connected);
         let (namespaces, contexts) = self.due_this_round();
         self.check::<Namespaces>(namespaces, &connected);
         self.check::<Contexts>(contexts, &connected);
@@ -352,7 +367,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// fit in [`Driver::round_share`], else that many, taken in turn from where the last
     /// round stopped (namespaces first, at most half the share while contexts wait), so
     /// every one is checked within a bounded number of rounds and none is starved.
-    fn due_this_round(&mut self) -> (Vec<NamespaceId>, Vec<ContextId>) {
+    pub(super) fn due_this_round(&mut self) -> (Vec<NamespaceId>, Vec<ContextId>) {
         let share = self.round_share();
         let mut namespaces: Vec<NamespaceId> = self.namespaces.ids();
         let mut contexts: Vec<ContextId> = self.contexts.ids();
@@ -387,22 +402,27 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 }
                 self.known_peer_connected(peer_id);
                 if num_established.get() == 1 {
-                    // Ops before deltas: the deltas may cite them. As many as a round asks
-                    // about; the following rounds take the rest in turn.
-                    let (namespaces, contexts) = self.due_this_round();
-                    for namespace_id in namespaces {
-                        self.ask_status::<Namespaces>(peer_id, namespace_id);
-                    }
-                    for context_id in contexts {
-                        self.ask_status::<Contexts>(peer_id, context_id);
-                    }
+                    // Bind first (see `admission.rs`), then ask as many statuses as a round
+                    // asks about; the following rounds take the rest in turn.
+                    self.on_connected(peer_id);
                 }
             }
             SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => {
                 self.forget_peer(peer_id);
                 self.known_peer_disconnected(peer_id);
             }
-            SwarmEvent::OutgoingConnectionError { peer_id: Some(peer_id), .. } => self.known_peer_dial_failed(peer_id),
+            SwarmEvent::IncomingConnectionError { error: ListenError::Denied { cause }, send_back_addr, .. } => {
+                self.count_denied(&cause);
+                tracing::debug!(addr = %send_back_addr, "inbound connection denied by the connection limits");
+            }
+            SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
+                if let DialError::Denied { cause } = &error {
+                    self.count_denied(cause);
+                }
+                if let Some(peer_id) = peer_id {
+                    self.known_peer_dial_failed(peer_id);
+                }
+            }
             SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })) => {
                 for addr in info.listen_addrs {
                     self.swarm.behaviour_mut().kad.add_address(&peer_id, addr.clone());
@@ -443,6 +463,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// A peer's last connection closed: forget what was under way with it; a snapshot it
     /// was serving fails (and the context is caught up by deltas).
     fn forget_peer(&mut self, peer: PeerId) {
+        self.admission.forget_peer(&peer);
         self.contexts.forget_peer(peer);
         self.contexts.kind.forget_peer(peer);
         self.namespaces.forget_peer(peer);
@@ -463,9 +484,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         use std::sync::atomic::Ordering::Relaxed;
         self.stats.sync_responses_received.fetch_add(1, Relaxed);
         self.stats.sync_bytes_received.fetch_add(frame_len(&response), Relaxed);
-        if matches!(response, SyncResponse::Busy) {
-            self.stats.busy_received.fetch_add(1, Relaxed);
-        }
+        match response {
+            SyncResponse::Busy => self.stats.busy_received.fetch_add(1, Relaxed),
+            SyncResponse::Refused => self.stats.refused_received.fetch_add(1, Relaxed),
+            _ => 0,
+        };
         match self.pending.remove(&request_id) {
             Some(Pending::Status(id)) => self.answered::<Contexts>(peer, id, response, Self::on_status::<Contexts>),
             Some(Pending::Deltas(id)) => self.answered::<Contexts>(peer, id, response, Self::on_page::<Contexts>),
@@ -481,6 +504,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             Some(Pending::Application(context_id, application_id)) => {
                 self.on_application_answer(peer, context_id, application_id, response)
             }
+            Some(Pending::Bind) => self.on_bind_answer(peer, Some(&response)),
             None => {}
         }
     }
@@ -528,8 +552,26 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 tracing::debug!(%peer, %application_id, %error, "application record request failed");
                 self.application_request_failed(peer, context_id, application_id);
             }
+            Some(Pending::Bind) => {
+                tracing::debug!(%peer, %error, "bind request failed");
+                self.on_bind_answer(peer, None);
+            }
             None => {}
         }
+    }
+}
+
+impl<B: Backend + Send + Sync + 'static> Driver<B> {
+    /// Counts a connection the limits denied (see `limits.rs`), by reason.
+    fn count_denied(&self, cause: &ConnectionDenied) {
+        let counter = match DenialReason::of(cause) {
+            Some(DenialReason::Ip) => &self.stats.connections_denied_ip,
+            Some(DenialReason::Peer) => &self.stats.connections_denied_peer,
+            Some(DenialReason::Total) => &self.stats.connections_denied_total,
+            Some(DenialReason::Pending) => &self.stats.connections_denied_pending,
+            None => return,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

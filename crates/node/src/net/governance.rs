@@ -1,7 +1,8 @@
 //! Governance ops, as a kind of log ([`Namespaces`]; see `log.rs`). With [`Governance`]
 //! attached, each namespace has a topic (`weft/namespace/<id>`) carrying signed ops; received
 //! ops go through [`Governance::submit`] (valid or known: accepted and forwarded; malformed or
-//! unauthorized: rejected). A status is the namespace's heads; a node behind fetches the ops
+//! unauthorized: rejected; citing ops unknown here from a signer that is no participant, or
+//! past the pending bounds: ignored, neither kept nor forwarded — see [`may_wait`]). A status is the namespace's heads; a node behind fetches the ops
 //! it lacks in topological order, in pages under the frame cap, and an op whose parents are
 //! missing starts that catch-up at once. Once a namespace has a key (a `NamespaceKeyRotated`
 //! op), its ops on the topic and the `Ops` and `NamespaceStatus` answers are sealed under the
@@ -25,7 +26,7 @@ use super::protocol::{
 use super::sealing::{Sealing, Unsealed};
 use super::swarm::namespace_topic;
 use super::{NetEvent, NetStats};
-use crate::governance::{Governance, GovernanceError, Submitted};
+use crate::governance::{check_signature, Governance, GovernanceError, Submitted};
 
 /// Namespaces' governance ops: the log kind.
 pub(super) struct Namespaces;
@@ -140,10 +141,10 @@ impl LogKind for Namespaces {
                     progressed |= outcome != Submitted::Duplicate;
                     logged.append(&mut ids);
                 }
-                Err(Some(reason)) => {
+                Err(NotTaken::Invalid(reason)) => {
                     driver.reject::<Namespaces>(namespace_id, peer, reason);
                 }
-                Err(None) => {}
+                Err(NotTaken::NotBuffered | NotTaken::Failed) => {}
             }
         }
         driver.stats.synced_ops.fetch_add(logged.len() as u64, Ordering::Relaxed);
@@ -193,8 +194,16 @@ impl LogKind for Namespaces {
                 }
                 gossipsub::MessageAcceptance::Accept
             }
-            Err(Some(reason)) => driver.reject::<Namespaces>(namespace_id, source, reason),
-            Err(None) => gossipsub::MessageAcceptance::Ignore,
+            Err(NotTaken::Invalid(reason)) => driver.reject::<Namespaces>(namespace_id, source, reason),
+            Err(NotTaken::NotBuffered) => {
+                // Not kept nor forwarded; if it is real, catching up from the peer brings it
+                // in order (its parents first).
+                if !driver.namespaces.catching_up.contains(&(source, namespace_id)) {
+                    driver.ask_page::<Namespaces>(source, namespace_id);
+                }
+                gossipsub::MessageAcceptance::Ignore
+            }
+            Err(NotTaken::Failed) => gossipsub::MessageAcceptance::Ignore,
         };
         Some(verdict)
     }
@@ -254,15 +263,24 @@ impl LogKind for Namespaces {
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
-    /// Submits a peer's op to governance. `Ok`: its fate and every op logged;
-    /// `Err(Some(reason))`: the op is invalid or unauthorized (the peer's fault);
-    /// `Err(None)`: it could not be judged now (a full buffer, a store failure).
-    fn submit_op(&mut self, namespace_id: NamespaceId, op: SignedOp) -> Result<(Submitted, Vec<OpId>), Option<String>> {
+    /// Submits a peer's op to governance. `Ok`: its fate and every op logged; `Err`: why it
+    /// was not taken ([`NotTaken`]).
+    fn submit_op(&mut self, namespace_id: NamespaceId, op: SignedOp) -> Result<(Submitted, Vec<OpId>), NotTaken> {
         let Some(governance) = self.governance.clone() else {
-            return Err(None);
+            return Err(NotTaken::Failed);
         };
         if op.content.namespace_id != namespace_id {
-            return Err(Some(format!("an op of namespace {} on this namespace's topic", op.content.namespace_id)));
+            return Err(NotTaken::Invalid(format!(
+                "an op of namespace {} on this namespace's topic",
+                op.content.namespace_id
+            )));
+        }
+        if let Err(e) = check_signature(&op) {
+            return Err(NotTaken::Invalid(GovernanceError::from(e).to_string()));
+        }
+        if !may_wait(&governance, &namespace_id, &op) {
+            self.stats.ops_not_buffered.fetch_add(1, Ordering::Relaxed);
+            return Err(NotTaken::NotBuffered);
         }
         let op_id = op.op_id;
         match governance.submit(op) {
@@ -274,10 +292,16 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 logged.extend(outcome.released);
                 Ok((outcome.op, logged))
             }
-            Err(e @ (GovernanceError::Invalid(_) | GovernanceError::Rejected(_))) => Err(Some(e.to_string())),
+            Err(e @ (GovernanceError::Invalid(_) | GovernanceError::Rejected(_))) => {
+                Err(NotTaken::Invalid(e.to_string()))
+            }
+            Err(GovernanceError::PendingFull { .. } | GovernanceError::SignerPendingFull { .. }) => {
+                self.stats.ops_not_buffered.fetch_add(1, Ordering::Relaxed);
+                Err(NotTaken::NotBuffered)
+            }
             Err(e) => {
                 tracing::warn!(%namespace_id, error = %e, "op not submitted");
-                Err(None)
+                Err(NotTaken::Failed)
             }
         }
     }
@@ -309,6 +333,26 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             None => SyncResponse::Unknown,
         }
     }
+}
+
+/// Why a peer's op was not taken.
+enum NotTaken {
+    /// It is invalid or unauthorized: the peer's fault (gossipsub `Reject`).
+    Invalid(String),
+    /// Its parents are unknown here and it may not wait for them (see [`may_wait`]), or the
+    /// pending buffer (or its signer's share) is full: not kept, not forwarded (`Ignore`).
+    NotBuffered,
+    /// It could not be judged now (a store failure).
+    Failed,
+}
+
+/// Whether an op may wait here for its parents: it need not (they are all logged), or its
+/// signer is a participant of the namespace in this node's fold. A stranger's op citing ops
+/// unknown here is not kept (it could fill the buffer with ops that never resolve) nor
+/// forwarded; a catch-up from a peer brings it again in order, parents first, if it is real.
+fn may_wait<B: Backend>(governance: &Governance<B>, namespace_id: &NamespaceId, op: &SignedOp) -> bool {
+    let parents_known = op.content.parents.iter().all(|p| matches!(governance.op(namespace_id, p), Ok(Some(_))));
+    parents_known || governance.any_participant(namespace_id, [&op.content.signer]).unwrap_or(false)
 }
 
 /// The ops a peer with `heads` lacks, in topological order, under the count and frame limits.

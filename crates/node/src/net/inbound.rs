@@ -180,8 +180,16 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             self.inbound.queued = self.inbound.queued.saturating_sub(1);
             match work {
                 Work::Request { request, channel } => {
-                    self.stats.requests_served.fetch_add(1, Ordering::Relaxed);
-                    let response = self.serve(peer, request);
+                    // A bind is always heard; anything else only if the peer is entitled to
+                    // it (see `admission.rs`).
+                    let response = match request {
+                        SyncRequest::Bind { identity, signature } => self.serve_bind(peer, identity, &signature),
+                        request if !self.admits(&peer, &request) => self.refused(),
+                        request => {
+                            self.stats.requests_served.fetch_add(1, Ordering::Relaxed);
+                            self.serve(peer, request)
+                        }
+                    };
                     self.stats.sync_bytes_sent.fetch_add(frame_len(&response), Ordering::Relaxed);
                     let _ = self.swarm.behaviour_mut().sync.send_response(channel, response);
                 }
@@ -245,7 +253,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// belongs to.
     pub(super) fn serve_plain(&self, peer: PeerId, request: SyncRequest) -> SyncResponse {
         match request {
-            SyncRequest::Sealed { .. } => SyncResponse::Unknown,
+            SyncRequest::Sealed { .. } | SyncRequest::Bind { .. } => SyncResponse::Unknown,
             SyncRequest::NamespaceKey { namespace_id, key_id, requester } => {
                 self.serve_key(peer, KeyScope::Namespace(namespace_id), key_id, requester)
             }
@@ -269,7 +277,6 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             SyncRequest::Application { context_id, application_id } => {
                 self.serve_application(context_id, application_id)
             }
-            SyncRequest::Reserved11 => SyncResponse::Unknown,
         }
     }
 }

@@ -5,14 +5,16 @@
 //! kept in sync by code written once over the kind (`log.rs`: topics and gossip; `catch_up.rs`;
 //! `sealing.rs`; `keys.rs`, key recovery) and instantiated twice (`contexts.rs`,
 //! `governance.rs`). Each other mechanism lives in a file of its own, holding its part of the
-//! driver's state: per-peer inbound queues and rate limits (`inbound.rs`), the thread applying
-//! received deltas and installing received snapshots off the driver's task (`applier.rs`),
-//! deltas waiting for the ops they cite (`deferred.rs`), fresh joins by snapshot
+//! driver's state: connection limits (`limits.rs`), who is served what (`admission.rs`: peers
+//! bound to member identities), per-peer inbound queues and rate limits (`inbound.rs`), the
+//! thread applying received deltas and installing received snapshots off the driver's task
+//! (`applier.rs`), deltas waiting for the ops they cite (`deferred.rs`), fresh joins by snapshot
 //! (`snapshot.rs`), Merkle repair (`repair.rs`), blobs fetched in chunks (`blobs.rs`),
 //! application records (`apps.rs`) and peers remembered across restarts and redialed
 //! (`peers.rs`); the wire is [`protocol`]. What an operator sees of it, and the settings that
 //! tune it, are in `docs/sync.md`.
 
+mod admission;
 mod applier;
 mod apps;
 mod blobs;
@@ -26,6 +28,7 @@ mod governance;
 mod handle;
 mod inbound;
 mod keys;
+mod limits;
 mod log;
 mod peers;
 pub mod protocol;
@@ -35,6 +38,7 @@ mod snapshot;
 mod stats;
 mod swarm;
 
+pub use admission::MAX_BOUND_IDENTITIES;
 pub use applier::MAX_APPLYING;
 pub use apps::record_is_sound;
 pub use blobs::BlobFetchError;
@@ -45,6 +49,7 @@ pub use handle::{keypair, NetError, Network, LISTEN_WAIT};
 pub use inbound::{EVENTS_PER_ROUND, MAX_PEER_QUEUE_BYTES};
 pub use keys::KEY_RETRY;
 pub use peers::{REDIAL_FIRST, REDIAL_MAX};
+pub use limits::IpLimitExceeded;
 pub use repair::{MAX_REPAIR_ROUNDS, MAX_REPAIR_SESSIONS};
 pub use snapshot::{MAX_SNAPSHOT_SERVING, SNAPSHOT_IDLE};
 pub use stats::{Export, MetricKind, NetStats};

@@ -14,6 +14,7 @@
 //! | `Snapshot { context, session, cursor }` | `Snapshot { session, header, page, next }` | fresh join: a snapshot of the state and the DAG served from one read view held for the session (session 0 opens one and the answer carries the [`SnapshotHeader`]); each page resumes from the cursor (see [`crate::context::SnapshotPage`]) |
 //! | `GroupKey { group, key_id, requester }` | `GroupKey { envelope }` | key recovery: a member missing one of its group's keys asks a peer; the answer is the key sealed to the requester's identity (a [`weft_primitives::KeyEnvelope`]) if the requester is a member and the peer holds the key, else `None` (one answer for every refusal) |
 //! | `NamespaceKey { namespace, key_id, requester }` | `GroupKey { envelope }` | the same for a namespace key, to a participant of the namespace |
+//! | `Bind { identity, signature }` | `Bound` | admission: the asker proves it holds `identity`'s key by signing [`bind_challenge`] (both peers' ids), so the responder serves it what that identity is a member of (see `admission.rs`) |
 //! | `Blob { context, blob, offset, max }` | `Blob { total, offset, data }` | blob fetch: at most `max` (and [`MAX_BLOB_CHUNK`]) bytes of a blob from `offset`, served only for a blob a context of the asked context's group runs (its application's bytecode, or its group's target application's) and only sealed under the group's key (see `blobs.rs`) |
 //! | `Application { context, application }` | `Application { application }` | an application's record (ApplicationMeta, without its compiled artifact), served by the rules of `Blob` (the group's target application, or one a context of the group runs) and only sealed under the group's key; the asker checks the id against the name, version and bytecode id before storing it (see `apps.rs`) |
 //!
@@ -32,9 +33,11 @@
 //! serves neither). The requests for status, deltas, snapshots and blob chunks (the asker's
 //! heads, a cursor) stay in the clear: they go to a peer the asker syncs with.
 //!
-//! Either side answers `Unknown` for a context or namespace it does not hold, and `Busy`
+//! Either side answers `Unknown` for a context or namespace it does not hold, `Busy`
 //! to a request it refuses unserved because the asker went past its per-peer bounds (see
-//! the network docs); the asker tries again on a later anti-entropy round.
+//! the network docs), and `Refused` to a request about a context or namespace the asker is
+//! not bound to a member of (see `admission.rs`); the asker tries again on a later
+//! anti-entropy round (after binding).
 //! Gossip payloads are one [`Gossip`] message without the length prefix: a delta
 //! on a context's topic, an op on a namespace's topic.
 //!
@@ -47,7 +50,7 @@ use borsh::{BorshDeserialize, BorshSerialize};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use weft_primitives::{
     ApplicationId, ApplicationMeta, BlobId, ContextDagDeltaValue, ContextId, DeltaId, GroupId, Hash, KeyEnvelope,
-    KeyId, NamespaceId, OpId, PublicKey, Sealed, SignedOp,
+    KeyId, NamespaceId, OpId, PublicKey, Sealed, Signature, SignedOp,
 };
 
 use crate::context::{RepairEntry, SnapshotCursor, SnapshotHeader, SnapshotPage, WalkNode, WalkReply};
@@ -245,10 +248,15 @@ pub enum SyncRequest {
         /// Most bytes wanted (capped at [`MAX_BLOB_CHUNK`]).
         max: u32,
     },
-    /// Wire tag 11, taken by `Bind` (membership-bound sync requests, built on another
-    /// branch). Never sent; answered `Unknown`.
-    #[doc(hidden)]
-    Reserved11,
+    /// Binds the asking peer to a member identity: the responder serves it what `identity`
+    /// is a member (or participant) of. Answered `Bound`, or `Refused` if the signature does
+    /// not check out.
+    Bind {
+        /// The identity (a member key in some namespace).
+        identity: PublicKey,
+        /// `identity`'s signature over [`bind_challenge`] of (asker, responder).
+        signature: Signature,
+    },
     /// The record (ApplicationMeta) of an application, asked in the context of a context
     /// the asker is a member of: served only for the group's target application or one a
     /// context of the group runs, and only sealed under the group's key (see `apps.rs`).
@@ -258,6 +266,21 @@ pub enum SyncRequest {
         /// The application.
         application_id: ApplicationId,
     },
+}
+
+/// What a [`SyncRequest::Bind`] signs: a domain tag, the asking peer's id and the responding
+/// peer's id (their multihash bytes, each after a `u32` LE length). The responder checks it
+/// with the ids of the connection it arrived on, so a binding cannot be replayed by another
+/// peer, nor to another node.
+pub fn bind_challenge(asker: &libp2p::PeerId, responder: &libp2p::PeerId) -> Vec<u8> {
+    let (asker, responder) = (asker.to_bytes(), responder.to_bytes());
+    let mut challenge = Vec::with_capacity(16 + asker.len() + responder.len());
+    challenge.extend_from_slice(b"weft/bind/1");
+    for id in [&asker, &responder] {
+        challenge.extend_from_slice(&(id.len() as u32).to_le_bytes());
+        challenge.extend_from_slice(id);
+    }
+    challenge
 }
 
 /// A sync response.
@@ -350,12 +373,12 @@ pub enum SyncResponse {
         /// The chunk: empty only at the blob's end.
         data: Vec<u8>,
     },
-    /// Wire tag 13, taken by `Refused` (built on another branch). Never sent.
-    #[doc(hidden)]
-    Reserved13,
-    /// Wire tag 14, taken by `Bound` (built on another branch). Never sent.
-    #[doc(hidden)]
-    Reserved14,
+    /// The responder refused the request: the asker is bound to no member of the context's
+    /// group (or participant of the namespace) it asked about, or a `Bind` did not check out.
+    /// Nothing about the context follows from it.
+    Refused,
+    /// The answer to a `Bind` that checked out: the identity is bound to the asking peer.
+    Bound,
     /// An application's record (travels only inside `Sealed`), without a compiled artifact.
     Application {
         /// The record.
@@ -834,9 +857,31 @@ mod tests {
             )
         );
         assert_eq!(decode::<SyncResponse>(&encode(&res).unwrap()[4..]).unwrap(), res);
-        // The reserved tags between decode, as nothing else.
-        assert_eq!(decode::<SyncRequest>(&[11]).unwrap(), SyncRequest::Reserved11);
-        assert_eq!(decode::<SyncResponse>(&[13]).unwrap(), SyncResponse::Reserved13);
+    }
+
+    #[test]
+    fn golden_bind_request_and_answers() {
+        let secret = weft_primitives::SecretKey::from_bytes(&[5; 32]);
+        let asker = libp2p::identity::Keypair::ed25519_from_bytes([6; 32]).unwrap().public().to_peer_id();
+        let responder = libp2p::identity::Keypair::ed25519_from_bytes([7; 32]).unwrap().public().to_peer_id();
+        let challenge = bind_challenge(&asker, &responder);
+        // "weft/bind/1" ‖ u32 LE 38 ‖ asker's id (38 bytes) ‖ u32 LE 38 ‖ responder's id.
+        assert_eq!(
+            hex(&challenge),
+            format!("{}26000000{}26000000{}", hex(b"weft/bind/1"), hex(&asker.to_bytes()), hex(&responder.to_bytes()))
+        );
+        assert_ne!(challenge, bind_challenge(&responder, &asker));
+        let req = SyncRequest::Bind { identity: secret.public_key(), signature: secret.sign(&challenge) };
+        let SyncRequest::Bind { identity, signature } = &req else { unreachable!() };
+        // length 97 ‖ tag 11 ‖ identity ‖ signature
+        assert_eq!(
+            hex(&encode(&req).unwrap()),
+            format!("000000610b{}{}", hex(identity.as_bytes()), hex(signature.as_bytes()))
+        );
+        assert_eq!(decode::<SyncRequest>(&encode(&req).unwrap()[4..]).unwrap(), req);
+        // length 1 ‖ tag 13; length 1 ‖ tag 14
+        assert_eq!(hex(&encode(&SyncResponse::Refused).unwrap()), "000000010d");
+        assert_eq!(hex(&encode(&SyncResponse::Bound).unwrap()), "000000010e");
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! [`super::protocol`]): for a context, gossip deltas, `Status`, `Deltas`, `Snapshot` and
 //! repair responses, and repair requests; for a namespace, ops on its topic and the
 //! `NamespaceStatus` and `Ops` answers. A receiver opens a message with the key of its id if
-//! it holds one. Any peer may still ask (serving needs no membership check): one that is not
-//! entitled to the key, or was removed since the last rotation, gets ciphertext it cannot
-//! open. A node without the current key (removed, or its rotation not logged yet) sends and
+//! it holds one. Only a peer bound to a member is served (see `admission.rs`); one that is
+//! entitled no longer but asks before the fold here says so (removed since the last
+//! rotation), gets ciphertext it cannot open. A node without the current key (removed, or its rotation not logged yet) sends and
 //! serves nothing about the log ([`NetStats`](super::NetStats)' `sealed_withheld`,
 //! `ops_sealed_withheld`); one that receives something it holds no key for asks for the key
 //! (`keys.rs`) and otherwise ignores it. The requests for status and pages (the asker's heads,
@@ -189,6 +189,6 @@ fn request_context(request: &SyncRequest) -> Option<ContextId> {
         | SyncRequest::Ops { .. }
         | SyncRequest::GroupKey { .. }
         | SyncRequest::NamespaceKey { .. }
-        | SyncRequest::Reserved11 => None,
+        | SyncRequest::Bind { .. } => None,
     }
 }

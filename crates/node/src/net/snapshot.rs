@@ -191,9 +191,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         };
         rx.round_trips += 1;
         rx.bytes += bytes;
-        if matches!(response, SyncResponse::Busy) {
-            // The peer is loaded, not at fault: drop this attempt without holding it against
-            // the peer; the next anti-entropy round asks for a snapshot again.
+        if matches!(response, SyncResponse::Busy | SyncResponse::Refused) {
+            // The peer is loaded (or has not seen this node's binding yet), not at fault: drop
+            // this attempt without holding it against the peer; the next anti-entropy round
+            // asks for a snapshot again.
             self.contexts.catching_up.remove(&(peer, context_id));
             tracing::info!(%context_id, %peer, "snapshot refused (peer busy); asking again later");
             return;

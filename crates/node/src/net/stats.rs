@@ -192,6 +192,30 @@ net_stats! {
     gossip_dropped_rate => Counter "peer_inbound_dropped" { kind: "gossip", reason: "rate" },
     /// Gossip messages dropped unprocessed: the peer's queue was full.
     gossip_dropped_queue => Counter "peer_inbound_dropped" { kind: "gossip", reason: "queue_full" },
+    /// Sync requests refused here: the peer is bound to no member of the context's group (or
+    /// participant of the namespace) it asked about, or a `Bind` did not check out.
+    requests_refused_admission => Counter "sync_requests_refused"
+        "Sync requests refused because the peer is bound to no member of what it asked about (see docs/security.md)",
+    /// `Refused` answers peers gave to this node's requests.
+    refused_received => Counter "sync_refused_received" "Refused answers peers gave to this node's sync requests",
+    /// Inbound connections denied: the address held `max_connections_per_ip`.
+    connections_denied_ip => Counter "p2p_connections_denied"
+        "Connections denied by the connection limits, by reason: ip (max_connections_per_ip), \
+         peer (max_connections_per_peer), total (max_connections), pending (max_pending_incoming \
+         or max_pending_outgoing)"
+        { reason: "ip" },
+    /// Connections denied: the peer held `max_connections_per_peer`.
+    connections_denied_peer => Counter "p2p_connections_denied" { reason: "peer" },
+    /// Connections denied: `max_connections` were established.
+    connections_denied_total => Counter "p2p_connections_denied" { reason: "total" },
+    /// Connections denied: too many were in their handshake (or being dialled).
+    connections_denied_pending => Counter "p2p_connections_denied" { reason: "pending" },
+    /// Governance ops from peers not buffered: their parents are unknown here and their signer
+    /// is no participant (or has [`MAX_PENDING_PER_SIGNER`](crate::governance::MAX_PENDING_PER_SIGNER)
+    /// ops waiting already), or the buffer is full.
+    ops_not_buffered => Counter "governance_ops_not_buffered"
+        "Governance ops from peers whose parents are unknown and that were not kept waiting for them \
+         (signer not a participant, its share of the buffer used, or the buffer full); not forwarded",
     /// `Busy` answers peers gave to this node's requests.
     busy_received => Counter "sync_busy_received" "Busy answers peers gave to this node's sync requests",
     /// Blob chunks received from peers and stored.

@@ -8,16 +8,21 @@ use std::time::Duration;
 
 use libp2p::request_response::{self, ProtocolSupport};
 use libp2p::swarm::NetworkBehaviour;
-use libp2p::{gossipsub, identify, identity, kad, noise, ping, tcp, yamux, StreamProtocol, Swarm};
+use libp2p::{connection_limits, gossipsub, identify, identity, kad, noise, ping, tcp, yamux, StreamProtocol, Swarm};
 use weft_primitives::{ContextId, NamespaceId};
 
+use super::limits::{libp2p_limits, IpLimits};
 use super::protocol::{SyncCodec, MAX_FRAME, SYNC_PROTOCOL};
 use super::{NetConfig, NetError};
 
-/// The swarm's behaviours: identify, ping and Kademlia to find and keep peers, gossipsub for
-/// deltas and ops, and the request-response sync protocol.
+/// The swarm's behaviours: the connection limits first (see `limits.rs`: a connection they
+/// deny is refused before any behaviour after them allocates for it), identify, ping and
+/// Kademlia to find and keep peers, gossipsub for deltas and ops, and the request-response
+/// sync protocol.
 #[derive(NetworkBehaviour)]
 pub(super) struct Behaviour {
+    pub(super) limits: connection_limits::Behaviour,
+    pub(super) ip_limits: IpLimits,
     pub(super) identify: identify::Behaviour,
     pub(super) ping: ping::Behaviour,
     pub(super) kad: kad::Behaviour<kad::store::MemoryStore>,
@@ -38,6 +43,8 @@ pub(super) fn namespace_topic(namespace_id: &NamespaceId) -> gossipsub::IdentTop
 /// The swarm over TCP, Noise and Yamux, its peer id derived from `keypair`.
 pub(super) fn build_swarm(keypair: identity::Keypair, config: &NetConfig) -> Result<Swarm<Behaviour>, NetError> {
     let request_timeout = config.request_timeout;
+    let limits = libp2p_limits(config);
+    let ip_limits = IpLimits::new(config.max_connections_per_ip);
     let swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
         .with_tokio()
         .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)
@@ -69,6 +76,8 @@ pub(super) fn build_swarm(keypair: identity::Keypair, config: &NetConfig) -> Res
             );
             kad.set_mode(Some(kad::Mode::Server));
             Ok(Behaviour {
+                limits,
+                ip_limits,
                 identify: identify::Behaviour::new(identify::Config::new("/weft/1".into(), key.public())),
                 ping: ping::Behaviour::new(ping::Config::new()),
                 kad,

@@ -127,6 +127,7 @@ impl From<GovernanceError> for ServiceError {
             GovernanceError::PendingFull { limit } => {
                 ServiceError::Busy(format!("the namespace's pending buffer is full ({limit} ops)"))
             }
+            e @ GovernanceError::SignerPendingFull { .. } => ServiceError::Busy(e.to_string()),
             // An op this node builds is malformed only if its input is (an alias too long).
             GovernanceError::Invalid(invalid) => ServiceError::BadInput(invalid.to_string()),
             // Keys come by key recovery from members: a call needing one not held yet is

@@ -3,7 +3,8 @@
 //! the difference between the previous fold and the new one, so the log and the view it
 //! folds to never disagree. Ops whose parents are missing wait in a bounded in-memory
 //! buffer (weft-dag's pending set; not durable: peers resend them, see
-//! [`Governance::missing`]); ops that fail their checks — malformed ([`InvalidOp`]),
+//! [`Governance::missing`]): at most `max_pending` ops, `max_pending_per_signer` of one
+//! signer, each for at most `pending_ttl`; ops that fail their checks — malformed ([`InvalidOp`]),
 //! unauthorized at their causal parents ([`Rejection`]), or descending from such an op — are
 //! never logged. Which rows hold what: `docs/storage.md` (Group column). The parts:
 //! `submit` (making and submitting ops), `stage` (the batch a submit writes),
@@ -11,6 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use weft_primitives::{Capabilities, GroupId, HybridClock, NamespaceId, OpId, PublicKey, Role, SignedOp};
 use weft_store::schema::Column;
@@ -26,6 +28,12 @@ mod stage;
 mod submit;
 mod upgrades;
 
+/// Most ops one signer may hold waiting for parents in a namespace, by default.
+pub const MAX_PENDING_PER_SIGNER: usize = 64;
+
+/// How long an op may wait for its parents, by default (10 minutes).
+pub const PENDING_TTL: Duration = Duration::from_secs(600);
+
 /// Governance settings.
 #[derive(Clone, Copy, Debug)]
 pub struct GovernanceConfig {
@@ -33,6 +41,12 @@ pub struct GovernanceConfig {
     pub limits: OpLimits,
     /// Most ops one namespace may hold waiting for parents.
     pub max_pending: usize,
+    /// Most of those one signer may hold ([`MAX_PENDING_PER_SIGNER`] by default), so one
+    /// signer cannot fill the buffer and keep every other's ops out.
+    pub max_pending_per_signer: usize,
+    /// How long an op may wait for its parents ([`PENDING_TTL`] by default); older ones are
+    /// dropped (peers send them again once their parents can be had).
+    pub pending_ttl: Duration,
     /// Memoized fold states kept per namespace before the memo is cleared.
     pub memo_limit: usize,
     /// Rejected op ids remembered per namespace (so their descendants are rejected too).
@@ -49,6 +63,8 @@ impl Default for GovernanceConfig {
         GovernanceConfig {
             limits: OpLimits::default(),
             max_pending: 1024,
+            max_pending_per_signer: MAX_PENDING_PER_SIGNER,
+            pending_ttl: PENDING_TTL,
             memo_limit: 4096,
             rejected_limit: 4096,
             max_clock_drift_ms: weft_primitives::DEFAULT_MAX_CLOCK_DRIFT_MS,
@@ -70,6 +86,15 @@ pub enum GovernanceError {
     /// The namespace's pending buffer is full; retry after catching up.
     #[error("the namespace's pending buffer is full ({limit} ops)")]
     PendingFull {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The op's signer holds its share of the namespace's pending buffer already
+    /// ([`GovernanceConfig::max_pending_per_signer`]); retry after catching up.
+    #[error("signer {signer} holds {limit} ops waiting for parents already")]
+    SignerPendingFull {
+        /// The signer.
+        signer: PublicKey,
         /// The configured limit.
         limit: usize,
     },
@@ -153,6 +178,8 @@ pub struct MemberInfo {
 struct Loaded {
     graph: OpGraph,
     pending: HashMap<OpId, SignedOp>,
+    /// When each pending op arrived (dropped after [`GovernanceConfig::pending_ttl`]).
+    pending_at: HashMap<OpId, Instant>,
     memo: Memo,
     folded: Folded,
     rejected: BTreeMap<OpId, Rejection>,

@@ -67,7 +67,14 @@ impl<B: Backend> Governance<B> {
         self.open_sealed(&mut graph, &sealed)?;
         let mut memo = Memo::default();
         let folded = fold::fold(&graph, &mut memo);
-        Ok(Loaded { graph, pending: HashMap::new(), memo, folded, rejected: BTreeMap::new() })
+        Ok(Loaded {
+            graph,
+            pending: HashMap::new(),
+            pending_at: HashMap::new(),
+            memo,
+            folded,
+            rejected: BTreeMap::new(),
+        })
     }
 
     /// Runs `f` on the namespace's logged ops.
@@ -224,6 +231,32 @@ impl<B: Backend> Governance<B> {
     pub fn upgrade(&self, group_id: &GroupId) -> Result<Option<GroupUpgradeValue>, GovernanceError> {
         self.group_meta(group_id)?;
         Ok(self.store.get(&GroupUpgradeKey { group_id: *group_id })?)
+    }
+
+    /// Whether any of `identities` is a member (any role) of the group in the current fold
+    /// (read on every sync request, without copying the state: see `net/admission.rs`).
+    pub fn any_member<'i>(
+        &self,
+        group_id: &GroupId,
+        identities: impl IntoIterator<Item = &'i PublicKey>,
+    ) -> Result<bool, GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        let group_id = *group_id;
+        let identities: Vec<&PublicKey> = identities.into_iter().collect();
+        self.with_state(&namespace_id, |state| {
+            state.group(&group_id).is_some_and(|g| identities.iter().any(|i| g.role(i).is_some()))
+        })
+    }
+
+    /// Whether any of `identities` is a participant (a member of some live group) of the
+    /// namespace in the current fold.
+    pub fn any_participant<'i>(
+        &self,
+        namespace_id: &NamespaceId,
+        identities: impl IntoIterator<Item = &'i PublicKey>,
+    ) -> Result<bool, GovernanceError> {
+        let identities: Vec<&PublicKey> = identities.into_iter().collect();
+        self.with_state(namespace_id, |state| identities.iter().any(|i| state.is_participant(i)))
     }
 
     /// A member's role.

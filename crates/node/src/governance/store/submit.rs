@@ -4,6 +4,7 @@
 //! the namespace and writes the new log rows and the fold's difference in one batch.
 
 use std::collections::BTreeSet;
+use std::time::Instant;
 
 use weft_dag::{Admission, Limits};
 use weft_primitives::{
@@ -285,6 +286,7 @@ impl<B: Backend> Governance<B> {
         if op.content.parents.iter().any(|p| loaded.rejected.contains_key(p)) {
             return Err(Rejection::ParentRejected.into());
         }
+        self.expire_pending(loaded);
         let limits = Limits { max_parents: self.config.limits.max_parents, max_pending: self.config.max_pending };
         let admission =
             weft_dag::admit(loaded.graph.dag(), &id, &op.content.parents, &limits).map_err(|e| match e {
@@ -304,8 +306,14 @@ impl<B: Backend> Governance<B> {
                 return Ok(admitted);
             }
             Admission::Pending { missing } => {
+                let signer = op.content.signer;
+                let limit = self.config.max_pending_per_signer;
+                if loaded.pending.values().filter(|p| p.content.signer == signer).count() >= limit {
+                    return Err(GovernanceError::SignerPendingFull { signer, limit });
+                }
                 loaded.graph.dag_mut().add_pending(id, op.content.parents.clone(), &missing);
                 loaded.pending.insert(id, op);
+                loaded.pending_at.insert(id, Instant::now());
                 admitted.done = Some(SubmitOutcome {
                     op: Submitted::Pending { missing },
                     released: Vec::new(),
@@ -325,6 +333,7 @@ impl<B: Backend> Governance<B> {
         self.queue_released(loaded, &id, &mut ready)?;
         while let Some((_, child)) = ready.pop_first() {
             let Some(child_op) = loaded.pending.remove(&child) else { continue };
+            loaded.pending_at.remove(&child);
             loaded.graph.dag_mut().remove_pending(&child);
             match fold::judge_at_parents(&loaded.graph, &mut loaded.memo, &child_op) {
                 Ok(()) => {
@@ -399,11 +408,25 @@ impl<B: Backend> Governance<B> {
         self.with_loaded(namespace_id, |l| l.folded.held.clone())
     }
 
+    /// Drops the pending ops that waited longer than `pending_ttl` (ops built on them wait
+    /// on, and expire in turn).
+    fn expire_pending(&self, loaded: &mut Loaded) {
+        let ttl = self.config.pending_ttl;
+        let expired: Vec<OpId> =
+            loaded.pending_at.iter().filter(|(_, at)| at.elapsed() >= ttl).map(|(id, _)| *id).collect();
+        for id in expired {
+            loaded.pending.remove(&id);
+            loaded.pending_at.remove(&id);
+            loaded.graph.dag_mut().remove_pending(&id);
+        }
+    }
+
     /// Forgets a rejected pending op and, transitively, the pending ops waiting on it.
     fn drop_rejected(&self, loaded: &mut Loaded, id: OpId, reason: Rejection, dropped: &mut Vec<(OpId, Rejection)>) {
         let mut stack = vec![(id, reason)];
         while let Some((id, reason)) = stack.pop() {
             loaded.pending.remove(&id);
+            loaded.pending_at.remove(&id);
             loaded.graph.dag_mut().remove_pending(&id);
             let children: Vec<OpId> =
                 loaded.pending.iter().filter(|(_, op)| op.content.parents.contains(&id)).map(|(c, _)| *c).collect();

@@ -1,0 +1,205 @@
+//! Admission: who is served what. A sync request about a context — status, deltas, snapshot,
+//! repair, blob chunks — is served only to a peer bound to a member (any role) of the
+//! context's group in this node's current fold; a request about a namespace (status, ops) only
+//! to a peer bound to a participant of it; a key request only for an identity the asking peer
+//! is bound to. Anything else is answered `Refused`, the same answer whether the context is
+//! unknown here or the peer is not entitled to it, so a stranger learns neither state nor
+//! which contexts exist. The exception is a single-owner context (one held here in no group,
+//! as the library's tests make): it has no members to check, and is served to any peer.
+//!
+//! A peer binds itself to an identity with [`SyncRequest::Bind`]: the identity's public key
+//! and its signature over [`bind_challenge`] — both peers' ids — checked against the ids of
+//! the connection it came on, so it proves the peer holds the identity's secret and cannot be
+//! replayed by another peer or to another node. A peer may bind up to [`MAX_BOUND_IDENTITIES`]
+//! identities (one per namespace it takes part in); bindings last while it stays connected.
+//! Membership is checked at each request against the current fold, so a member removed is
+//! refused from then on.
+//!
+//! The asking side binds before it asks: when a connection opens, the node sends a `Bind` for
+//! each identity it holds (one per namespace) and asks its peers' status once every bind is
+//! answered; each anti-entropy round binds identities created since to every peer. A request
+//! refused before the binding got through is asked again at the next round.
+//! [`NetStats`](super::NetStats) counts requests refused here and `Refused` answers received.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::Ordering;
+
+use libp2p::PeerId;
+use weft_primitives::{ContextId, PublicKey, SecretKey, Signature};
+use weft_store::schema::NamespaceIdentity;
+use weft_store::{Backend, Prefix, Read};
+
+use super::contexts::Contexts;
+use super::driver::{Driver, Pending};
+use super::governance::Namespaces;
+use super::protocol::{bind_challenge, SyncRequest, SyncResponse};
+
+/// Most identities one peer may bind (more `Bind`s are refused).
+pub const MAX_BOUND_IDENTITIES: usize = 64;
+
+/// Who each connected peer is bound to, and this node's bindings to its peers.
+#[derive(Default)]
+pub(super) struct Admission {
+    /// Identities each connected peer proved it holds.
+    bound: HashMap<PeerId, BTreeSet<PublicKey>>,
+    /// Identities this node bound (or is binding) to each connected peer.
+    sent: HashMap<PeerId, HashSet<PublicKey>>,
+    /// Binds in flight per peer; the peer's status is asked once they are all answered.
+    binding: HashMap<PeerId, usize>,
+}
+
+impl Admission {
+    /// Forgets a disconnected peer.
+    pub(super) fn forget_peer(&mut self, peer: &PeerId) {
+        self.bound.remove(peer);
+        self.sent.remove(peer);
+        self.binding.remove(peer);
+    }
+
+    /// Whether binds to `peer` are in flight.
+    pub(super) fn binding(&self, peer: &PeerId) -> bool {
+        self.binding.get(peer).is_some_and(|n| *n > 0)
+    }
+}
+
+impl<B: Backend + Send + Sync + 'static> Driver<B> {
+    /// The identities this node holds, one per namespace it takes part in.
+    fn identities(&self) -> Vec<SecretKey> {
+        let Some(governance) = &self.governance else { return Vec::new() };
+        match governance.store().scan(Prefix::<NamespaceIdentity>::family()).collect_all() {
+            Ok(rows) => rows.into_iter().map(|(_, row)| SecretKey::from_bytes(&row.private_key)).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read this node's identities");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Binds every identity this node holds that is not bound to `peer` yet. Whether binds
+    /// are now in flight.
+    pub(super) fn bind_to(&mut self, peer: PeerId, identities: &[SecretKey]) -> bool {
+        let local = *self.swarm.local_peer_id();
+        let challenge = bind_challenge(&local, &peer);
+        for secret in identities {
+            let identity = secret.public_key();
+            if !self.admission.sent.entry(peer).or_default().insert(identity) {
+                continue;
+            }
+            *self.admission.binding.entry(peer).or_default() += 1;
+            let signature = secret.sign(&challenge);
+            self.send_sync_request(peer, SyncRequest::Bind { identity, signature }, Pending::Bind);
+        }
+        self.admission.binding(&peer)
+    }
+
+    /// A new connection: bind first, and ask the peer's status once the binds are answered
+    /// (at once if there is nothing to bind).
+    pub(super) fn on_connected(&mut self, peer: PeerId) {
+        let identities = self.identities();
+        if !self.bind_to(peer, &identities) {
+            self.ask_statuses(peer);
+        }
+    }
+
+    /// Binds identities created since to every connected peer (each anti-entropy round).
+    pub(super) fn bind_new_identities(&mut self, connected: &HashSet<PeerId>) {
+        let identities = self.identities();
+        if identities.is_empty() {
+            return;
+        }
+        for peer in connected {
+            self.bind_to(*peer, &identities);
+        }
+    }
+
+    /// A bind was answered (or failed): once none is in flight, ask the peer's status.
+    pub(super) fn on_bind_answer(&mut self, peer: PeerId, response: Option<&SyncResponse>) {
+        if let Some(answer) = response {
+            if !matches!(answer, SyncResponse::Bound) {
+                tracing::info!(%peer, "the peer refused this node's binding");
+            }
+        }
+        let Some(n) = self.admission.binding.get_mut(&peer) else { return };
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.admission.binding.remove(&peer);
+            self.ask_statuses(peer);
+        }
+    }
+
+    /// Serves a `Bind`: binds `identity` to `peer` if its signature covers the challenge of
+    /// this connection.
+    pub(super) fn serve_bind(&mut self, peer: PeerId, identity: PublicKey, signature: &Signature) -> SyncResponse {
+        let local = *self.swarm.local_peer_id();
+        if identity.verify(&bind_challenge(&peer, &local), signature).is_err() {
+            return self.refused();
+        }
+        let bound = self.admission.bound.entry(peer).or_default();
+        if !bound.contains(&identity) && bound.len() >= MAX_BOUND_IDENTITIES {
+            return self.refused();
+        }
+        bound.insert(identity);
+        SyncResponse::Bound
+    }
+
+    /// Counts a request refused here and gives the answer.
+    pub(super) fn refused(&self) -> SyncResponse {
+        self.stats.requests_refused_admission.fetch_add(1, Ordering::Relaxed);
+        SyncResponse::Refused
+    }
+
+    /// Whether `peer` may be served `request` (see the module's docs). A `Bind` always is.
+    pub(super) fn admits(&self, peer: &PeerId, request: &SyncRequest) -> bool {
+        let no_identities = BTreeSet::new();
+        let bound = self.admission.bound.get(peer).unwrap_or(&no_identities);
+        match request {
+            SyncRequest::Bind { .. } => true,
+            SyncRequest::Status { context_id }
+            | SyncRequest::Deltas { context_id, .. }
+            | SyncRequest::RepairWalk { context_id, .. }
+            | SyncRequest::RepairEntries { context_id, .. }
+            | SyncRequest::Snapshot { context_id, .. }
+            | SyncRequest::Blob { context_id, .. }
+            | SyncRequest::Application { context_id, .. }
+            | SyncRequest::Sealed { context_id, .. } => self.admits_to_context(context_id, bound),
+            SyncRequest::NamespaceStatus { namespace_id } | SyncRequest::Ops { namespace_id, .. } => {
+                let Some(governance) = &self.governance else { return false };
+                !bound.is_empty() && governance.any_participant(namespace_id, bound).unwrap_or(false)
+            }
+            SyncRequest::GroupKey { requester, .. } | SyncRequest::NamespaceKey { requester, .. } => {
+                bound.contains(requester)
+            }
+        }
+    }
+
+    /// Whether a peer bound to `bound` may be served a context's state: a member of its group,
+    /// or any peer for a single-owner context held here.
+    fn admits_to_context(&self, context_id: &ContextId, bound: &BTreeSet<PublicKey>) -> bool {
+        let group = match &self.governance {
+            Some(governance) => match governance.group_of_context(context_id) {
+                Ok(group) => group,
+                Err(_) => return false,
+            },
+            None => None,
+        };
+        match group {
+            Some(group_id) => match &self.governance {
+                Some(governance) => !bound.is_empty() && governance.any_member(&group_id, bound).unwrap_or(false),
+                None => false,
+            },
+            None => self.engine.view(context_id).is_ok(),
+        }
+    }
+
+    /// Asks a peer the status of what a round asks about (namespaces first: deltas may cite
+    /// their ops).
+    pub(super) fn ask_statuses(&mut self, peer: PeerId) {
+        let (namespaces, contexts) = self.due_this_round();
+        for namespace_id in namespaces {
+            self.ask_status::<Namespaces>(peer, namespace_id);
+        }
+        for context_id in contexts {
+            self.ask_status::<Contexts>(peer, context_id);
+        }
+    }
+}
