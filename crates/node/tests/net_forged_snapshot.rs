@@ -47,7 +47,7 @@ async fn a_forged_snapshot_at_several_heads_is_never_installed() {
 
     // M forges its state: "m0" gets a value no delta wrote (its version still names the
     // real delta), and its root is made to agree, so the snapshot holds together.
-    m_store.put(&ContextState { context_id: CTX, app_key: RawTail(b"m0".to_vec()) }, &b"forged".to_vec()).unwrap();
+    m_store.put(&ContextState { context_id: CTX, app_key: RawTail(b"m0".to_vec()) }, b"forged".as_ref()).unwrap();
     let entries = m.engine.entries(&CTX).unwrap();
     let forged_root = weft_node::trie::build_trie(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))).1;
     assert_ne!(forged_root, honest.root_hash);
