@@ -11,8 +11,10 @@
 //! - `sync_request`: group key (32) ‖ request payload (a frame without its length);
 //! - `sync_response`: group key (32) ‖ the id the request named (context or namespace, 32) ‖
 //!   response payload — a response's seal binds the context of the request it answers;
-//! - `gossip`: group key (32) ‖ the id of the topic's context or namespace (32) ‖ gossip
-//!   payload (gossip has no length prefix; a plain delta's context is its topic's).
+//! - `gossip`: group key (32) ‖ the id of the topic's context or namespace (32) ‖ the group
+//!   whose key seals a context's delta (32; unused for a namespace, whose key group derives
+//!   from its id) ‖ gossip payload (gossip has no length prefix; sealed gossip names neither
+//!   its log nor its group: the receiver knows them from the topic and governance).
 //!
 //! Each payload is also fed to the frame reader as a stream ([`weft_node::net::protocol::read_frame`]).
 
@@ -69,15 +71,19 @@ pub fn sync_response(data: &[u8]) {
 /// to gossip that does the same; a delta or op passes or fails its first checks.
 pub fn gossip(data: &[u8]) {
     let Some((key, rest)) = split::<32>(data) else { return };
-    let Some((topic, payload)) = split::<32>(rest) else { return };
+    let Some((topic, rest)) = split::<32>(rest) else { return };
+    let Some((group, payload)) = split::<32>(rest) else { return };
     frame_reader(payload);
     let Some(gossip) = message::<Gossip>(payload, "gossip") else { return };
     let plain = match &gossip {
-        Gossip::Sealed { context_id, group_id, sealed } => {
-            opened(&key, group_id, &sealing_header(SealedKind::Gossip, context_id), sealed)
+        Gossip::Sealed { sealed } => {
+            let context_id = ContextId::from_bytes(topic);
+            let header = sealing_header(SealedKind::Gossip, &context_id);
+            opened(&key, &weft_primitives::GroupId::from_bytes(group), &header, sealed)
         }
-        Gossip::NamespaceSealed { namespace_id, sealed } => {
-            let header = namespace_sealing_header(SealedKind::Gossip, namespace_id);
+        Gossip::NamespaceSealed { sealed } => {
+            let namespace_id = NamespaceId::from_bytes(topic);
+            let header = namespace_sealing_header(SealedKind::Gossip, &namespace_id);
             opened(&key, &namespace_id.key_group(), &header, sealed)
         }
         Gossip::Delta(_) | Gossip::Op(_) => None,

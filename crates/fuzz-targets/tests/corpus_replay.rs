@@ -42,16 +42,23 @@ fn recorded_sealed_messages_open_under_the_keys_they_carry() {
     for (name, input) in seeds("gossip") {
         let (key, rest) = input.split_at(32);
         let key = GroupKey::from_bytes(key.try_into().unwrap());
-        let opens = match decode::<Gossip>(&rest[32..]).unwrap() {
-            Gossip::Sealed { context_id, group_id, sealed } => {
-                Some(open(&key, &group_id, &sealing_header(SealedKind::Gossip, &context_id), &sealed))
+        let (id, rest) = rest.split_at(32);
+        let id: [u8; 32] = id.try_into().unwrap();
+        let (group, payload) = rest.split_at(32);
+        let group = weft_primitives::GroupId::from_bytes(group.try_into().unwrap());
+        let opens = match decode::<Gossip>(payload).unwrap() {
+            Gossip::Sealed { sealed } => {
+                Some(open(&key, &group, &sealing_header(SealedKind::Gossip, &ContextId::from_bytes(id)), &sealed))
             }
-            Gossip::NamespaceSealed { namespace_id, sealed } => Some(open(
-                &key,
-                &namespace_id.key_group(),
-                &namespace_sealing_header(SealedKind::Gossip, &namespace_id),
-                &sealed,
-            )),
+            Gossip::NamespaceSealed { sealed } => {
+                let namespace_id = NamespaceId::from_bytes(id);
+                Some(open(
+                    &key,
+                    &namespace_id.key_group(),
+                    &namespace_sealing_header(SealedKind::Gossip, &namespace_id),
+                    &sealed,
+                ))
+            }
             _ => None,
         };
         if let Some(result) = opens {

@@ -384,8 +384,8 @@ async fn garbage_oversized_forged_and_replayed_messages_are_rejected_and_the_oth
     };
     tokio::spawn(run_adversary(evil_swarm(), rx, lies));
     let a_peer = a.net.peer_id();
-    let ctx_topic = format!("weft/context/{CTX}");
-    let ns_topic = format!("weft/namespace/{ns}");
+    let ctx_topic = weft_node::net::topics::context_topic_name(&CTX, None);
+    let ns_topic = weft_node::net::topics::namespace_topic_name(&ns, None);
     cmds.send(Cmd::Subscribe(ctx_topic.clone())).await.unwrap();
     cmds.send(Cmd::Subscribe(ns_topic.clone())).await.unwrap();
     cmds.send(Cmd::Dial(a_addr)).await.unwrap();
@@ -580,7 +580,7 @@ async fn request_bytes(cmds: &mpsc::Sender<Cmd>, peer: PeerId, bytes: Vec<u8>) -
 async fn flooder(target: &Node<weft_store::MemoryBackend>, target_addr: Multiaddr) -> mpsc::Sender<Cmd> {
     let (cmds, rx) = mpsc::channel(1024);
     tokio::spawn(run_adversary(evil_swarm(), rx, idle_lies()));
-    let topic = format!("weft/context/{CTX}");
+    let topic = weft_node::net::topics::context_topic_name(&CTX, None);
     cmds.send(Cmd::Subscribe(topic.clone())).await.unwrap();
     cmds.send(Cmd::Dial(target_addr)).await.unwrap();
     let (tx, rx) = oneshot::channel();
@@ -631,7 +631,7 @@ async fn a_peer_flooding_past_its_rate_is_refused_and_honest_peers_converge() {
     assert!(stats.inbound_queue_peak.load(Ordering::Relaxed) <= depth as u64, "{stats:?}");
 
     // 200 distinct gossip messages at once: past the bucket, dropped unprocessed.
-    let topic = format!("weft/context/{CTX}");
+    let topic = weft_node::net::topics::context_topic_name(&CTX, None);
     let gossip_before = stats.gossip_rejected.load(Ordering::Relaxed);
     for i in 0..200u32 {
         let mut junk = b"\xffflood".to_vec();

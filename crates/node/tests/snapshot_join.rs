@@ -122,6 +122,14 @@ proptest! {
     ) {
         let src = history(&steps);
         let dst = memory_engine();
+        if src.view(&CTX).unwrap().heads.len() > 1 {
+            // No signed root vouches for a state at several heads: refused, nothing written;
+            // a write merging the heads gives one.
+            let err = transfer(&src, &dst, items).unwrap_err();
+            prop_assert!(matches!(err, EngineError::Snapshot(SnapshotError::SeveralHeads { .. })), "{}", err);
+            assert_untouched(&dst);
+            src.write(&CTX, &secret(2), vec![put("merge", "1")]).unwrap();
+        }
         let installed = transfer(&src, &dst, items).unwrap();
         prop_assert_eq!(installed.root, src.view(&CTX).unwrap().root_hash);
         assert_same(&src, &dst);
@@ -302,6 +310,43 @@ fn headers_are_checked() {
         dst.begin_snapshot(&CTX, empty, &AnyAuthor, BIG),
         Err(EngineError::Snapshot(SnapshotError::BadHeader(_)))
     ));
+    assert_untouched(&dst);
+}
+
+/// A state at several heads is vouched for by no signed root: a member serving made-up
+/// entries at two real, signed heads, with a root agreeing with them, is refused, and so is
+/// an honest one (the joiner catches up by deltas instead).
+#[test]
+fn a_snapshot_at_several_heads_is_refused() {
+    let a = memory_engine();
+    let b = memory_engine();
+    for i in 0..3 {
+        a.write(&CTX, &secret(0), vec![put(&format!("a{i}"), "1")]).unwrap();
+        b.write(&CTX, &secret(1), vec![put(&format!("b{i}"), "1")]).unwrap();
+    }
+    let src = memory_engine();
+    deliver(&src, &all_deltas(&a));
+    deliver(&src, &all_deltas(&b));
+    assert_eq!(src.view(&CTX).unwrap().heads.len(), 2);
+    let dst = memory_engine();
+
+    // Honest: refused all the same.
+    let err = transfer(&src, &dst, 100).unwrap_err();
+    assert!(matches!(err, EngineError::Snapshot(SnapshotError::SeveralHeads { heads: 2 })), "{err}");
+    assert_untouched(&dst);
+
+    // Forged: a value no delta wrote, under a real version, with the root of the forgery.
+    let (mut header, mut pages) = read_snapshot(&src, 100);
+    let entry = pages[0].entries.iter_mut().find(|e| e.value.is_some()).unwrap();
+    entry.value = Some(b"forged".to_vec());
+    let live: Vec<(&[u8], &[u8])> = pages
+        .iter()
+        .flat_map(|p| &p.entries)
+        .filter_map(|e| e.value.as_ref().map(|v| (e.key.as_slice(), v.as_slice())))
+        .collect();
+    header.root_hash = weft_node::trie::build_trie(live).1;
+    let err = build(&dst, header, pages).unwrap_err();
+    assert!(matches!(err, EngineError::Snapshot(SnapshotError::SeveralHeads { heads: 2 })), "{err}");
     assert_untouched(&dst);
 }
 

@@ -119,18 +119,20 @@ impl Corpus {
         self.add("envelope", "key-envelope", &cat(&[&[1], &seed, &borsh::to_vec(envelope).unwrap()]));
     }
 
-    pub fn gossip(&mut self, keys: &Keys, topic: &str, data: &[u8]) {
+    /// A gossip message received on the topic of log `id` (a context of `group`, or a namespace).
+    pub fn gossip(&mut self, keys: &Keys, id: [u8; 32], group: &GroupId, data: &[u8]) {
         let Ok(gossip) = protocol::decode::<Gossip>(data) else { return };
-        let id: [u8; 32] = topic.rsplit('/').next().and_then(|hex| hex.parse::<ContextId>().ok()).unwrap().0;
         let (key, opened) = match &gossip {
-            Gossip::Sealed { context_id, group_id, sealed } => {
-                let key = keys.for_sealed(group_id, sealed);
-                (key, self.sealed(&key, group_id, &sealing_header(SealedKind::Gossip, context_id), sealed))
+            Gossip::Sealed { sealed } => {
+                let key = keys.for_sealed(group, sealed);
+                let header = sealing_header(SealedKind::Gossip, &ContextId::from_bytes(id));
+                (key, self.sealed(&key, group, &header, sealed))
             }
-            Gossip::NamespaceSealed { namespace_id, sealed } => {
+            Gossip::NamespaceSealed { sealed } => {
+                let namespace_id = weft_primitives::NamespaceId::from_bytes(id);
                 let group = namespace_id.key_group();
                 let key = keys.for_sealed(&group, sealed);
-                let header = protocol::namespace_sealing_header(SealedKind::Gossip, namespace_id);
+                let header = protocol::namespace_sealing_header(SealedKind::Gossip, &namespace_id);
                 (key, self.sealed(&key, &group, &header, sealed))
             }
             _ => ([0; 32], None),
@@ -140,7 +142,7 @@ impl Corpus {
             Some(inner) => format!("gossip-{}-{}", variant(&gossip), variant(inner)),
             None => format!("gossip-{}", variant(&gossip)),
         };
-        self.add("gossip", &label, &cat(&[&key, &id, data]));
+        self.add("gossip", &label, &cat(&[&key, &id, group.as_bytes(), data]));
         for message in [Some(gossip), inner].into_iter().flatten() {
             match message {
                 Gossip::Delta(delta) => self.delta(&id, &delta),

@@ -17,6 +17,7 @@
 //! Usage: `seed_corpus [DIR]` (default `fuzz/corpus`); existing files are kept.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,11 +68,27 @@ fn main() {
     a.write(&ctx, put("greeting", "hello")).unwrap();
     a.write(&ctx, vec![put_action("a/1", "x"), put_action("a/2", "\0binary\u{1}"), delete_action("a/1")]).unwrap();
 
-    // The tap joins both nodes' topics and relays what they ask it.
+    // The tap joins both nodes' topics and relays what they ask it. The names derive from the
+    // logs' current keys (see `weft_node::net::topics`): the tap follows them again after the
+    // rotations below, and remembers which log each name is.
     let tap = Tap::start(&rt, [a.peer_id(), b.peer_id()]);
-    for topic in [format!("weft/context/{ctx}"), format!("weft/namespace/{ns}")] {
-        tap.send(&rt, Cmd::Subscribe(topic));
-    }
+    let mut logs: HashMap<String, ([u8; 32], GroupId)> = HashMap::new();
+    let follow = |logs: &mut HashMap<String, ([u8; 32], GroupId)>| {
+        use weft_node::net::topics::{context_topic_name, namespace_topic_name};
+        let gov = a.governance();
+        let group_key = gov.current_group_key(&group).unwrap().map(|(_, k)| k);
+        let ns_key = gov.current_namespace_key(&ns).unwrap().map(|(_, k)| k);
+        for key in [None, group_key.as_ref()] {
+            logs.insert(context_topic_name(&ctx, key), (*ctx.as_bytes(), group));
+        }
+        for key in [None, ns_key.as_ref()] {
+            logs.insert(namespace_topic_name(&ns, key), (*ns.as_bytes(), ns.key_group()));
+        }
+        for topic in logs.keys() {
+            tap.send(&rt, Cmd::Subscribe(topic.clone()));
+        }
+    };
+    follow(&mut logs);
     tap.send(&rt, Cmd::Dial(a_addr.clone()));
     tap.send(&rt, Cmd::Dial(b_addr.clone()));
 
@@ -94,6 +111,7 @@ fn main() {
     a.group_remove_member(group, visitor).unwrap();
     let app = a.app_install("kv", "1.0.0", b"\0asm\x01\0\0\0").unwrap();
     a.group_set_application(group, app, Some("migrate_v2".into())).unwrap();
+    follow(&mut logs);
     a.write(&ctx, put("after", "rotation")).unwrap();
     b.write(&ctx, put("b/2", "also")).unwrap();
     let blob = a.blob_put(b"hello blob").unwrap();
@@ -187,7 +205,9 @@ fn main() {
         corpus.traffic(&keys, request, response);
     }
     for (topic, data) in tap.gossip.lock().unwrap().iter() {
-        corpus.gossip(&keys, topic, data);
+        if let Some((id, group)) = logs.get(topic) {
+            corpus.gossip(&keys, *id, group, data);
+        }
     }
     // The invitations, the ops and deltas of both logs, and every row of both stores.
     corpus.add("invitation", "invitation", &borsh::to_vec(&invitation).unwrap());

@@ -49,7 +49,6 @@ use super::driver::{Driver, Pending};
 use super::log::LogKind;
 use super::protocol::{SyncRequest, SyncResponse, MAX_BLOB_CHUNK};
 use super::sealing::Sealing;
-use super::swarm::topic;
 use super::NetStats;
 
 /// Most contexts of a group looked through for one that runs a blob asked for.
@@ -277,9 +276,13 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             !fetch.blamed.contains(peer) && !fetch.passed.contains(&(*peer, *context_id))
         };
         for context_id in &fetch.contexts {
-            let topic = topic(context_id).hash();
-            let subscribed =
-                |peer: &PeerId| gossip.all_peers().any(|(p, topics)| p == peer && topics.contains(&&topic));
+            // The topic this node follows the context under (see `topics.rs`), if it does.
+            let topic = self.contexts.subscribed.get(context_id).map(|t| t.hash());
+            let subscribed = |peer: &PeerId| {
+                topic
+                    .as_ref()
+                    .is_some_and(|topic| gossip.all_peers().any(|(p, topics)| p == peer && topics.contains(&topic)))
+            };
             let found = connected
                 .iter()
                 .filter(|peer| subscribed(peer))

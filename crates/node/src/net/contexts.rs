@@ -1,5 +1,5 @@
 //! Contexts' deltas, as a kind of log ([`Contexts`]; see `log.rs`). A local write is applied,
-//! then published on the context's topic (`weft/context/<id>`); receivers validate it (id,
+//! then published on the context's topic (named in `topics.rs`); receivers validate it (id,
 //! signature, shape, authorization — through the state engine), apply it and compare roots. A
 //! status is `(heads, root, delta count)`: equal heads and roots are in sync; equal heads with
 //! different roots are a divergence, reported and repaired (`repair.rs`); a node holding none
@@ -25,7 +25,7 @@ use super::protocol::{
     sealing_header, Gossip, SealedKind, SyncRequest, SyncResponse, MAX_DELTAS_PER_RESPONSE, MAX_FRAME,
 };
 use super::sealing::{Sealing, Unsealed};
-use super::swarm::topic;
+use super::topics::context_topic;
 use super::{NetEvent, NetStats};
 use crate::context::{ApplyOutcome, EngineError};
 use crate::governance::Governance;
@@ -89,8 +89,8 @@ impl LogKind for Contexts {
         &mut driver.contexts
     }
 
-    fn topic(id: &ContextId) -> gossipsub::IdentTopic {
-        topic(id)
+    fn topic(id: &ContextId, key: Option<&GroupKey>) -> gossipsub::IdentTopic {
+        context_topic(id, key)
     }
 
     fn counters(stats: &NetStats) -> LogCounters<'_> {
@@ -142,7 +142,10 @@ impl LogKind for Contexts {
             .failed
             .get(&(peer, context_id))
             .is_some_and(|t| t.elapsed() < driver.config.anti_entropy_interval * 10);
-        if behind && fresh && delta_count >= driver.config.snapshot_threshold && !failed_lately {
+        // Only a state at one head is vouched for by a signed root (see `snapshot.rs`): at
+        // several heads the node catches up by deltas.
+        let one_head = heads.len() == 1;
+        if behind && fresh && one_head && delta_count >= driver.config.snapshot_threshold && !failed_lately {
             driver.start_snapshot(peer, context_id);
             return Some(Verdict::Differs);
         }
@@ -197,17 +200,19 @@ impl LogKind for Contexts {
         Gossip::Delta(delta)
     }
 
-    fn sealed_gossip(context_id: ContextId, group_id: GroupId, sealed: Sealed) -> Gossip {
-        Gossip::Sealed { context_id, group_id, sealed }
+    fn sealed_gossip(sealed: Sealed) -> Gossip {
+        Gossip::Sealed { sealed }
     }
 
-    fn from_gossip(context_id: &ContextId, gossip: Gossip) -> Gossiped<ContextDagDeltaValue> {
+    fn gossip_group<B: Backend>(driver: &Driver<B>, context_id: &ContextId) -> Option<GroupId> {
+        driver.governance.as_ref()?.group_of_context(context_id).ok().flatten()
+    }
+
+    fn from_gossip(_: &ContextId, gossip: Gossip) -> Gossiped<ContextDagDeltaValue> {
         match gossip {
             Gossip::Delta(delta) => Gossiped::Entry(delta),
-            Gossip::Sealed { context_id: sealed_for, .. } if sealed_for != *context_id => {
-                Gossiped::Refused("a sealed delta for another context")
-            }
-            Gossip::Sealed { group_id, sealed, .. } => Gossiped::Sealed(group_id, sealed),
+            // Bound to its context by the AEAD: one replayed on another topic does not open.
+            Gossip::Sealed { sealed } => Gossiped::Sealed(sealed),
             Gossip::Op(_) | Gossip::NamespaceSealed { .. } => Gossiped::Refused("a governance op on a context topic"),
         }
     }

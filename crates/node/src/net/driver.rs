@@ -331,8 +331,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
     }
 
-    /// An anti-entropy round: redial the bootstrap peers if alone, ask every peer for the
-    /// status of this round's share, recover missing keys, retry or expire deferred deltas,
+    /// An anti-entropy round: redial the bootstrap peers if alone, move this round's share of
+    /// logs to their key's topic if it changed, ask every peer for the status of that share, recover missing keys, retry or expire deferred deltas,
     /// drop idle snapshot sessions.
     fn on_tick(&mut self) {
         let connected: HashSet<PeerId> = self.swarm.connected_peers().copied().collect();
@@ -343,6 +343,13 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
         self.bind_new_identities(&connected);
         let (namespaces, contexts) = self.due_this_round();
+        // Each log checked this round follows its key's topic (see `topics.rs`).
+        for namespace_id in &namespaces {
+            self.follow_topic::<Namespaces>(*namespace_id);
+        }
+        for context_id in &contexts {
+            self.follow_topic::<Contexts>(*context_id);
+        }
         self.check::<Namespaces>(namespaces, &connected);
         self.check::<Contexts>(contexts, &connected);
         self.recover_keys(&connected);

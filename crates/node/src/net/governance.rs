@@ -1,5 +1,5 @@
 //! Governance ops, as a kind of log ([`Namespaces`]; see `log.rs`). With [`Governance`]
-//! attached, each namespace has a topic (`weft/namespace/<id>`) carrying signed ops; received
+//! attached, each namespace has a topic (named in `topics.rs`) carrying signed ops; received
 //! ops go through [`Governance::submit`] (valid or known: accepted and forwarded; malformed or
 //! unauthorized: rejected; citing ops unknown here from a signer that is no participant, or
 //! past the pending bounds: ignored, neither kept nor forwarded — see [`may_wait`]). A status is the namespace's heads; a node behind fetches the ops
@@ -24,7 +24,7 @@ use super::protocol::{
     namespace_sealing_header, Gossip, SealedKind, SyncRequest, SyncResponse, MAX_FRAME, MAX_OPS_PER_RESPONSE,
 };
 use super::sealing::{Sealing, Unsealed};
-use super::swarm::namespace_topic;
+use super::topics::namespace_topic;
 use super::{NetEvent, NetStats};
 use crate::governance::{check_signature, Governance, GovernanceError, Submitted};
 
@@ -52,8 +52,8 @@ impl LogKind for Namespaces {
         &mut driver.namespaces
     }
 
-    fn topic(id: &NamespaceId) -> gossipsub::IdentTopic {
-        namespace_topic(id)
+    fn topic(id: &NamespaceId, key: Option<&GroupKey>) -> gossipsub::IdentTopic {
+        namespace_topic(id, key)
     }
 
     fn counters(stats: &NetStats) -> LogCounters<'_> {
@@ -161,17 +161,19 @@ impl LogKind for Namespaces {
         Gossip::Op(op)
     }
 
-    fn sealed_gossip(namespace_id: NamespaceId, _: GroupId, sealed: Sealed) -> Gossip {
-        Gossip::NamespaceSealed { namespace_id, sealed }
+    fn sealed_gossip(sealed: Sealed) -> Gossip {
+        Gossip::NamespaceSealed { sealed }
     }
 
-    fn from_gossip(namespace_id: &NamespaceId, gossip: Gossip) -> Gossiped<SignedOp> {
+    fn gossip_group<B: Backend>(_: &Driver<B>, namespace_id: &NamespaceId) -> Option<GroupId> {
+        Some(namespace_id.key_group())
+    }
+
+    fn from_gossip(_: &NamespaceId, gossip: Gossip) -> Gossiped<SignedOp> {
         match gossip {
             Gossip::Op(op) => Gossiped::Entry(op),
-            Gossip::NamespaceSealed { namespace_id: sealed_for, .. } if sealed_for != *namespace_id => {
-                Gossiped::Refused("an op sealed for another namespace")
-            }
-            Gossip::NamespaceSealed { sealed, .. } => Gossiped::Sealed(namespace_id.key_group(), sealed),
+            // Bound to its namespace by the AEAD: one replayed on another topic does not open.
+            Gossip::NamespaceSealed { sealed } => Gossiped::Sealed(sealed),
             Gossip::Delta(_) | Gossip::Sealed { .. } => Gossiped::Refused("a context delta on a namespace topic"),
         }
     }

@@ -56,8 +56,8 @@ pub(super) trait LogKind: Sized + 'static {
     fn log<B: Backend>(driver: &Driver<B>) -> &LogSync<Self>;
     /// The same, to change.
     fn log_mut<B: Backend>(driver: &mut Driver<B>) -> &mut LogSync<Self>;
-    /// The log's gossip topic.
-    fn topic(id: &Self::Id) -> gossipsub::IdentTopic;
+    /// The log's gossip topic, given the key sealing its traffic (see [`super::topics`]).
+    fn topic(id: &Self::Id, key: Option<&GroupKey>) -> gossipsub::IdentTopic;
     /// The counters this kind moves.
     fn counters(stats: &NetStats) -> LogCounters<'_>;
     /// A peer was seen with this node's heads (and root).
@@ -101,8 +101,11 @@ pub(super) trait LogKind: Sized + 'static {
 
     /// An entry as a gossip message in the clear.
     fn gossip(entry: Self::Entry) -> Gossip;
-    /// A gossip message sealed under `group_id`'s key.
-    fn sealed_gossip(id: Self::Id, group_id: GroupId, sealed: Sealed) -> Gossip;
+    /// A gossip message sealed under the log's key (the receiver knows which log from the
+    /// topic, and which group's key from the log).
+    fn sealed_gossip(sealed: Sealed) -> Gossip;
+    /// The group whose key opens sealed gossip of the log (`None`: not known here).
+    fn gossip_group<B: Backend>(driver: &Driver<B>, id: &Self::Id) -> Option<GroupId>;
     /// What a gossip message on this log's topic is.
     fn from_gossip(id: &Self::Id, gossip: Gossip) -> Gossiped<Self::Entry>;
     /// Takes in an entry a peer gossiped: the verdict for gossipsub, or `None` if it is taken
@@ -157,8 +160,8 @@ pub(super) enum Verdict {
 pub(super) enum Gossiped<E> {
     /// One entry, in the clear.
     Entry(E),
-    /// Sealed for this log under a key of `GroupId`.
-    Sealed(GroupId, Sealed),
+    /// Sealed for this log under a key of its group (see [`LogKind::gossip_group`]).
+    Sealed(Sealed),
     /// Not a message for this log: why it is refused.
     Refused(&'static str),
 }
@@ -181,6 +184,8 @@ pub(super) struct LogCounters<'a> {
 pub(super) struct LogSync<K: LogKind> {
     /// Gossip topics of the logs this node replicates.
     pub(super) topics: HashMap<gossipsub::TopicHash, K::Id>,
+    /// The topic each log replicated is subscribed under now (it follows the log's key).
+    pub(super) subscribed: HashMap<K::Id, gossipsub::IdentTopic>,
     /// (peer, log) pairs with a catch-up session under way.
     pub(super) catching_up: HashSet<(PeerId, K::Id)>,
     /// Peers last seen in sync, per log.
@@ -195,6 +200,7 @@ impl<K: LogKind> Default for LogSync<K> {
     fn default() -> Self {
         LogSync {
             topics: HashMap::new(),
+            subscribed: HashMap::new(),
             catching_up: HashSet::new(),
             in_sync: HashMap::new(),
             stalled: HashSet::new(),
@@ -221,9 +227,10 @@ impl<K: LogKind> LogSync<K> {
 
     /// Undoes a join: unsubscribes and forgets the log's in-sync peers and sessions.
     pub(super) fn leave(&mut self, swarm: &mut Swarm<Behaviour>, id: K::Id) {
-        let topic = K::topic(&id);
-        swarm.behaviour_mut().gossipsub.unsubscribe(&topic);
-        self.topics.remove(&topic.hash());
+        if let Some(topic) = self.subscribed.remove(&id) {
+            swarm.behaviour_mut().gossipsub.unsubscribe(&topic);
+            self.topics.remove(&topic.hash());
+        }
         self.in_sync.remove(&id);
         self.catching_up.retain(|(_, i)| *i != id);
     }
@@ -245,14 +252,41 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             tracing::warn!(log = K::NAME, %id, "no governance attached: not joining");
             return;
         }
-        let topic = K::topic(&id);
-        if let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&topic) {
-            tracing::warn!(log = K::NAME, %id, error = %e, "cannot subscribe to the topic");
-        }
-        K::log_mut(self).topics.insert(topic.hash(), id);
+        self.follow_topic::<K>(id);
         for peer in self.connected() {
             self.ask_status::<K>(peer, id);
         }
+    }
+
+    /// The log's topic under the key that seals its traffic now (see [`super::topics`]).
+    fn topic_now<K: LogKind>(&self, id: &K::Id) -> gossipsub::IdentTopic {
+        match K::sealing(self, id) {
+            Sealing::Key(_, key) => K::topic(id, Some(&key)),
+            Sealing::Plain | Sealing::Withheld => K::topic(id, None),
+        }
+    }
+
+    /// Subscribes to the log's topic under its current key, leaving the one it was subscribed
+    /// under if the key changed since (see [`super::topics`]). Returns the topic.
+    pub(super) fn follow_topic<K: LogKind>(&mut self, id: K::Id) -> gossipsub::IdentTopic {
+        let topic = self.topic_now::<K>(&id);
+        let hash = topic.hash();
+        if let Some(old) = K::log(self).subscribed.get(&id) {
+            if old.hash() == hash {
+                return topic;
+            }
+            let old = old.clone();
+            self.swarm.behaviour_mut().gossipsub.unsubscribe(&old);
+            K::log_mut(self).topics.remove(&old.hash());
+            tracing::debug!(log = K::NAME, %id, "the log's key changed: moving to its new topic");
+        }
+        if let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&topic) {
+            tracing::warn!(log = K::NAME, %id, error = %e, "cannot subscribe to the topic");
+        }
+        let log = K::log_mut(self);
+        log.topics.insert(hash, id);
+        log.subscribed.insert(id, topic.clone());
+        topic
     }
 
     /// Gossips an entry this node logged, sealed if the log has a key; nothing if this node
@@ -261,9 +295,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let message = K::gossip(entry);
         let message = match K::sealing(self, &id) {
             Sealing::Plain => Some(message),
-            Sealing::Key(group_id, key) => self
-                .seal::<K, _>(&key, group_id, SealedKind::Gossip, &id, &message)
-                .map(|sealed| K::sealed_gossip(id, group_id, sealed)),
+            Sealing::Key(group_id, key) => {
+                self.seal::<K, _>(&key, group_id, SealedKind::Gossip, &id, &message).map(K::sealed_gossip)
+            }
             Sealing::Withheld => None,
         };
         let Some(message) = message else {
@@ -275,7 +309,14 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             Ok(frame) => {
                 // The frame's length prefix is not part of a gossip payload.
                 let payload = frame.get(4..).map(<[u8]>::to_vec).unwrap_or_default();
-                if let Err(e) = self.swarm.behaviour_mut().gossipsub.publish(K::topic(&id), payload) {
+                // Moves to the log's new topic first if its key changed (not joining a log
+                // this node does not replicate).
+                let topic = if K::log(self).subscribed.contains_key(&id) {
+                    self.follow_topic::<K>(id)
+                } else {
+                    self.topic_now::<K>(&id)
+                };
+                if let Err(e) = self.swarm.behaviour_mut().gossipsub.publish(topic, payload) {
                     // No peers yet, or a duplicate: anti-entropy delivers it later.
                     tracing::debug!(log = K::NAME, %id, error = %e, "not gossiped");
                 }
@@ -300,7 +341,12 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let entry = match K::from_gossip(&id, gossip) {
             Gossiped::Entry(entry) => entry,
             Gossiped::Refused(reason) => return Some(self.reject::<K>(id, source, reason.into())),
-            Gossiped::Sealed(group_id, sealed) => {
+            Gossiped::Sealed(sealed) => {
+                let Some(group_id) = K::gossip_group(self, &id) else {
+                    // The log's group is not known here yet: catch up what says it.
+                    K::missing_key(self, source, id, None);
+                    return Some(gossipsub::MessageAcceptance::Ignore);
+                };
                 match self.open::<K, Gossip>(&id, group_id, SealedKind::Gossip, &sealed) {
                     Ok(inner) => match K::from_gossip(&id, inner) {
                         Gossiped::Entry(entry) => entry,

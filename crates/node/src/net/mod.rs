@@ -2,7 +2,8 @@
 //! repair and sealed traffic. One task (`driver.rs`) drives the swarm (`swarm.rs`); the rest of
 //! the node talks to it through a [`Network`] handle (`handle.rs`), which sends it commands and
 //! hears [`NetEvent`]s back. Contexts and namespaces are two kinds of one signed causal log,
-//! kept in sync by code written once over the kind (`log.rs`: topics and gossip; `catch_up.rs`;
+//! kept in sync by code written once over the kind (`log.rs`: topics and gossip, the names
+//! derived in [`topics`]; `catch_up.rs`;
 //! `sealing.rs`; `keys.rs`, key recovery) and instantiated twice (`contexts.rs`,
 //! `governance.rs`). Each other mechanism lives in a file of its own, holding its part of the
 //! driver's state: connection limits (`limits.rs`), who is served what (`admission.rs`: peers
@@ -37,6 +38,7 @@ mod sealing;
 mod snapshot;
 mod stats;
 mod swarm;
+pub mod topics;
 
 pub use admission::MAX_BOUND_IDENTITIES;
 pub use applier::MAX_APPLYING;

@@ -39,7 +39,9 @@
 //! not bound to a member of (see `admission.rs`); the asker tries again on a later
 //! anti-entropy round (after binding).
 //! Gossip payloads are one [`Gossip`] message without the length prefix: a delta
-//! on a context's topic, an op on a namespace's topic.
+//! on a context's topic, an op on a namespace's topic. Topic names are derived from the log's
+//! key so that only members can compute them (see [`super::topics`]); a sealed gossip message
+//! names no context, namespace or group, since its topic tells members which log it is.
 //!
 //! Every message is bounded: a frame longer than [`MAX_FRAME`] is refused before it
 //! is read, and a frame that does not decode is an error, never a panic.
@@ -93,19 +95,17 @@ pub enum Gossip {
     /// A governance op just logged (on a namespace's topic).
     Op(SignedOp),
     /// A `Gossip::Delta` sealed under the key of the context's group (see [`sealing_header`]).
+    /// It names neither the context nor the group: the receiver knows the context from the
+    /// topic and the group from governance (see `topics.rs`), so a peer that is not a member
+    /// learns no id from it.
     Sealed {
-        /// The context.
-        context_id: ContextId,
-        /// The group whose key seals it.
-        group_id: GroupId,
         /// The Borsh bytes of the `Gossip::Delta`, sealed.
         sealed: Sealed,
     },
     /// A `Gossip::Op` sealed under the namespace's current key (see
-    /// [`namespace_sealing_header`]), on the namespace's topic.
+    /// [`namespace_sealing_header`]), on the namespace's topic; it does not name the
+    /// namespace (the topic does, to members).
     NamespaceSealed {
-        /// The namespace.
-        namespace_id: NamespaceId,
         /// The Borsh bytes of the `Gossip::Op`, sealed.
         sealed: Sealed,
     },
@@ -532,11 +532,15 @@ mod tests {
     fn golden_namespace_sealed_messages() {
         let sealed = Sealed { key_id: KeyId::from_bytes([0x4b; 32]), nonce: [0x33; 24], ciphertext: vec![0xc1; 17] };
         let sealed_hex = format!("{}{}11000000{}", "4b".repeat(32), "33".repeat(24), "c1".repeat(17));
-        // Gossip (no length prefix): tag 3 ‖ namespace ‖ sealed.
-        let gossip =
-            Gossip::NamespaceSealed { namespace_id: NamespaceId::from_bytes([0xAB; 32]), sealed: sealed.clone() };
+        // Gossip (no length prefix): tag 3 ‖ sealed (the topic names the namespace, to members).
+        let gossip = Gossip::NamespaceSealed { sealed: sealed.clone() };
         let payload = encode(&gossip).unwrap().split_off(4);
-        assert_eq!(hex(&payload), format!("03{}{sealed_hex}", "ab".repeat(32)));
+        assert_eq!(hex(&payload), format!("03{sealed_hex}"));
+        assert_eq!(decode::<Gossip>(&payload).unwrap(), gossip);
+        // A sealed delta: tag 2 ‖ sealed (the topic names the context; governance its group).
+        let gossip = Gossip::Sealed { sealed: sealed.clone() };
+        let payload = encode(&gossip).unwrap().split_off(4);
+        assert_eq!(hex(&payload), format!("02{sealed_hex}"));
         assert_eq!(decode::<Gossip>(&payload).unwrap(), gossip);
         // length 78 ‖ tag 11 ‖ sealed.
         let res = SyncResponse::NamespaceSealed { sealed };

@@ -1,18 +1,22 @@
 //! Fresh join by snapshot. A node holding none of a context's deltas, whose peer reports (in
-//! its status) at least `snapshot_threshold` applied deltas, asks that peer for a snapshot
-//! instead of the deltas (`Snapshot` requests, one session per peer and context). The peer
-//! serves it page by page from one read view of its store (a RocksDB snapshot held for the
-//! session: at most [`MAX_SNAPSHOT_SERVING`] at once, dropped after [`SNAPSHOT_IDLE`] without
-//! a request): the header (heads, root, head deltas, counts), then every key's winning
-//! version and value, then the DAG's ids, parents and heights. The joiner checks each page as
-//! it arrives, buffers at most `snapshot_max_bytes`, and installs the whole in one batch only
-//! if it checks out against the root (see [`crate::context::SnapshotBuilder`]) — on the
-//! thread that applies received deltas (`applier.rs`), not on the task driving the swarm;
-//! then it catches up the deltas written since. While the snapshot runs no catch-up by deltas starts
-//! for the context (it would make the context no longer fresh); a snapshot that fails is
-//! reported and the node catches up by deltas from that peer, not asking it for a snapshot
-//! again for ten anti-entropy intervals. A node that joined this way holds the older deltas'
-//! ids but not their bodies, so it cannot serve them to a peer catching up by deltas.
+//! its status) at least `snapshot_threshold` applied deltas and a single head, asks that peer
+//! for a snapshot instead of the deltas (`Snapshot` requests, one session per peer and
+//! context). The peer serves it page by page from one read view of its store (a RocksDB
+//! snapshot held for the session: at most [`MAX_SNAPSHOT_SERVING`] at once, dropped after
+//! [`SNAPSHOT_IDLE`] without a request): the header (heads, root, head deltas, counts), then
+//! every key's winning version and value, then the DAG's ids, parents and heights. The joiner
+//! checks each page as it arrives, buffers at most `snapshot_max_bytes`, and installs the whole
+//! in one batch only if it checks out against the root, and that root is the one the single
+//! head's author signed (see [`crate::context::SnapshotBuilder`]). A state at several heads is
+//! vouched for by no signature — a member serving it could make it up whole, entries, versions
+//! and DAG agreeing with its own claim — so a header with several heads is refused
+//! ([`crate::context::SnapshotError::SeveralHeads`]) and the node catches up by deltas instead.
+//! The install runs on the thread that applies received deltas (`applier.rs`), not on the task
+//! driving the swarm; after it the node catches up the deltas written since. While the snapshot runs no catch-up
+//! by deltas starts for the context (it would make the context no longer fresh); a snapshot
+//! that fails is reported and the node catches up by deltas from that peer, not asking it for a
+//! snapshot again for ten anti-entropy intervals. A node that joined this way holds the older
+//! deltas' ids but not their bodies, so it cannot serve them to a peer catching up by deltas.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};

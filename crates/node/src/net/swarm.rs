@@ -1,5 +1,6 @@
 //! The libp2p swarm: TCP + Noise + Yamux, with identify, ping, Kademlia, gossipsub (one
-//! topic per context, `weft/context/<id>`, and per namespace, `weft/namespace/<id>`) and the
+//! topic per context and per namespace, named so that only members can compute the name: see
+//! [`super::topics`]) and the
 //! request-response sync protocol of [`super::protocol`]. The peer id derives from the node's
 //! Ed25519 key. Gossip validation is explicit: the driver reports each message accepted,
 //! rejected (gossipsub penalizes the sender and does not forward it) or ignored.
@@ -9,7 +10,6 @@ use std::time::Duration;
 use libp2p::request_response::{self, ProtocolSupport};
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::{connection_limits, gossipsub, identify, identity, kad, noise, ping, tcp, yamux, StreamProtocol, Swarm};
-use weft_primitives::{ContextId, NamespaceId};
 
 use super::limits::{libp2p_limits, IpLimits};
 use super::protocol::{SyncCodec, MAX_FRAME, SYNC_PROTOCOL};
@@ -28,16 +28,6 @@ pub(super) struct Behaviour {
     pub(super) kad: kad::Behaviour<kad::store::MemoryStore>,
     pub(super) gossipsub: gossipsub::Behaviour,
     pub(super) sync: request_response::Behaviour<SyncCodec>,
-}
-
-/// A context's gossip topic.
-pub(super) fn topic(context_id: &ContextId) -> gossipsub::IdentTopic {
-    gossipsub::IdentTopic::new(format!("weft/context/{context_id}"))
-}
-
-/// A namespace's gossip topic (its governance ops).
-pub(super) fn namespace_topic(namespace_id: &NamespaceId) -> gossipsub::IdentTopic {
-    gossipsub::IdentTopic::new(format!("weft/namespace/{namespace_id}"))
 }
 
 /// The swarm over TCP, Noise and Yamux, its peer id derived from `keypair`.

@@ -3,7 +3,8 @@
 //! [`SnapshotCursor`]), a [`SnapshotHeader`], every key's winning entry and the DAG's ids;
 //! a fresh node checks each page as it arrives ([`SnapshotBuilder`]) and installs the
 //! whole ([`ContextEngine::install_snapshot`]) in one atomic batch only if it is true to its
-//! claims — signed heads, a closed DAG, entries backed by it, the root recomputed here —
+//! claims — one signed head whose author signed the claimed root, a closed DAG, entries
+//! backed by it, the root recomputed here —
 //! else a typed [`SnapshotError`] and nothing written. What is checked, and what a node
 //! joined this way lacks: `docs/repair-and-snapshots.md`.
 
@@ -70,6 +71,14 @@ pub enum SnapshotError {
     /// The header is malformed or its head deltas do not check out.
     #[error("bad snapshot header: {0}")]
     BadHeader(String),
+    /// The snapshot is of a state at several heads: no signed delta vouches for its root
+    /// (each head's author signed the root at that head alone), so a fresh node installs
+    /// only a snapshot at one head, and catches up by deltas otherwise.
+    #[error("the snapshot is at {heads} heads; only a state at one head is vouched for by a signed root")]
+    SeveralHeads {
+        /// How many heads the header names.
+        heads: usize,
+    },
     /// The claimed root is not the single head's signed root.
     #[error("the claimed root {claimed} is not the head delta's signed root {signed}")]
     RootNotSigned {
@@ -304,9 +313,9 @@ impl<B: Backend> ContextEngine<B> {
     }
 
     /// Starts receiving a snapshot of `context_id` (which must exist here and hold no
-    /// delta): checks the header's head deltas (id, signature, shape, authorization) and,
-    /// with a single head, that the claimed root is the one its author signed. Pages are
-    /// buffered up to `max_bytes`.
+    /// delta): checks the header's head deltas (id, signature, shape, authorization), that
+    /// there is a single head ([`SnapshotError::SeveralHeads`] otherwise) and that the
+    /// claimed root is the one its author signed. Pages are buffered up to `max_bytes`.
     pub fn begin_snapshot(
         &self,
         context_id: &ContextId,
@@ -335,13 +344,17 @@ impl<B: Backend> ContextEngine<B> {
             }
             check_signature(delta)?;
         }
-        if let [only] = header.head_deltas.as_slice() {
-            if only.expected_root_hash != header.root_hash {
-                return Err(EngineError::Snapshot(SnapshotError::RootNotSigned {
-                    claimed: header.root_hash,
-                    signed: only.expected_root_hash,
-                }));
-            }
+        // Only a state at one head is vouched for: its author signed the root it left. The
+        // merged state at several heads is signed by no one, so the serving peer could make
+        // it up (its entries, versions and DAG would all check out against its own claim).
+        let [only] = header.head_deltas.as_slice() else {
+            return Err(EngineError::Snapshot(SnapshotError::SeveralHeads { heads: header.heads.len() }));
+        };
+        if only.expected_root_hash != header.root_hash {
+            return Err(EngineError::Snapshot(SnapshotError::RootNotSigned {
+                claimed: header.root_hash,
+                signed: only.expected_root_hash,
+            }));
         }
         Ok(SnapshotBuilder {
             context_id: *context_id,
