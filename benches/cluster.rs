@@ -43,7 +43,7 @@
 
 mod common;
 
-/// The allocator `weftd` runs with (see `bin/src/bin/weftd.rs`), so the figures are the daemon's.
+/// The allocator `weftd` runs with (see `src/bin/weftd.rs`), so the figures are the daemon's.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use weft_node::context::{sign_delta, ContextEngine, EngineConfig};
 use weft_primitives::{Action, ApplicationMeta, ContextDagDeltaValue, ContextId, DeltaId, HybridTimestamp, SecretKey};
@@ -68,7 +69,11 @@ pub struct Signer {
 
 impl Default for Signer {
     fn default() -> Self {
-        Signer { author: author(), next_key: PRELOAD, hlc: HybridTimestamp { physical_ms: u64::MAX / 2, logical: 0 } }
+        // The wall clock as the signer starts: after every preloaded delta, and within the
+        // engine's `max_clock_drift_ms` of its clock (a delta stamped further ahead is held,
+        // not applied). Deltas within a run differ in the logical counter only.
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        Signer { author: author(), next_key: PRELOAD, hlc: HybridTimestamp { physical_ms: now, logical: 0 } }
     }
 }
 

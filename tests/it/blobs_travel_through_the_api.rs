@@ -1,0 +1,93 @@
+//! Bytecode and blobs travel between real `weftd` processes, through the JSON-RPC API and
+//! the CLI: a joiner fetches the bytecode of the context's application during
+//! `context_join`; `blob_get` with `fetch: true` (and `weft blob get --fetch`) fetches a blob
+//! that another context of the group runs, which plain `blob_get` does not find.
+#![allow(clippy::unwrap_used)]
+
+use crate::common;
+
+use base64::Engine as _;
+use common::{init, init_with, stdout_ok, Node};
+use serde_json::json;
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn bytes(n: usize, salt: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(17).wrapping_add((i >> 8) as u8) ^ salt).collect()
+}
+
+/// Sets `sync.blob_chunk_kib` in an initialized home's config.toml.
+fn set_chunk_kib(home: &std::path::Path, kib: u32) {
+    let path = home.join("config.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let line = text.lines().find(|l| l.starts_with("blob_chunk_kib = ")).unwrap().to_string();
+    std::fs::write(&path, text.replace(&line, &format!("blob_chunk_kib = {kib}"))).unwrap();
+}
+
+/// The value of one exported metric line, by its name and labels.
+fn metric(node: &Node, line: &str) -> u64 {
+    let (_, text) = common::http(node.addr, "GET", "/metrics", Some(&node.token), "").unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(line).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no {line} in {text}"))
+}
+
+#[test]
+fn a_joiner_fetches_the_bytecode_and_blob_get_fetches_what_another_context_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home_a, home_b) = (dir.path().join("a"), dir.path().join("b"));
+    init(&home_a);
+    let a = Node::start(&home_a);
+    init_with(&home_b, &[&a.p2p_addr()]);
+    set_chunk_kib(&home_b, 4);
+    let b = Node::start(&home_b);
+
+    let (first, second, third) = (bytes(40 << 10, 1), bytes(30 << 10, 2), bytes(10 << 10, 3));
+    let first_app = a.ok("app_install", json!({ "name": "first", "version": "1", "bytecode": b64(&first) }));
+    let second_app = a.ok("app_install", json!({ "name": "second", "version": "1", "bytecode": b64(&second) }));
+    let created = a.ok("context_create", json!({ "application_id": first_app["application_id"] }));
+    let group = created["group_id"].clone();
+    a.ok("context_create", json!({ "group_id": group, "application_id": second_app["application_id"] }));
+    let third_app = a.ok("app_install", json!({ "name": "third", "version": "1", "bytecode": b64(&third) }));
+    a.ok("context_create", json!({ "group_id": group, "application_id": third_app["application_id"] }));
+
+    let identity = b.ok("node_info", json!({}))["identity"].clone();
+    let invited = a.ok("context_invite", json!({ "context_id": created["context_id"], "invitee": identity }));
+    b.ok("context_join", json!({ "invitation": invited["invitation"] }));
+
+    // The join brought the first application's bytecode, in 4 KiB chunks, and its record.
+    let first_id = blake3::hash(&first).to_hex().to_string();
+    assert_eq!(b.ok("blob_get", json!({ "blob_id": first_id }))["data"], json!(b64(&first)));
+    let apps = b.ok("app_list", json!({}))["applications"].clone();
+    assert_eq!(apps.as_array().unwrap().len(), 1, "{apps}");
+    assert_eq!(apps[0]["application_id"], first_app["application_id"]);
+    assert_eq!(metric(&b, "weft_blob_chunks_total{direction=\"fetched\"}"), 10);
+    assert_eq!(metric(&b, "weft_blob_fetches_total{outcome=\"completed\"}"), 1);
+
+    // The second application runs in another context of the group: not here until fetched.
+    let second_id = blake3::hash(&second).to_hex().to_string();
+    let missing = b.err("blob_get", json!({ "blob_id": second_id }));
+    assert_eq!(missing["code"], -32001, "{missing}");
+    let fetched = b.ok("blob_get", json!({ "blob_id": second_id, "fetch": true }));
+    assert_eq!(fetched["data"], json!(b64(&second)));
+    assert_eq!(metric(&b, "weft_blob_fetches_total{outcome=\"completed\"}"), 2);
+    assert_eq!(metric(&a, "weft_blob_chunks_total{direction=\"served\"}"), 10 + 8);
+
+    // A blob no context runs cannot be fetched: a typed "not ready" error, not a hang.
+    let loose = a.ok("blob_put", json!({ "data": b64(b"loose") }))["blob_id"].clone();
+    let refused = b.err("blob_get", json!({ "blob_id": loose, "fetch": true }));
+    assert_eq!(refused["code"], -32005, "{refused}");
+    assert_eq!(refused["data"]["reason"], "blob_unavailable", "{refused}");
+
+    // The CLI: `weft blob get --fetch` fetches the third application's bytecode into a file.
+    let third_id = blake3::hash(&third).to_hex().to_string();
+    assert!(!b.weft(&["blob", "get", &third_id]).status.success());
+    let file = dir.path().join("third.wasm");
+    stdout_ok(&b.weft(&["blob", "get", &third_id, "--fetch", "--output", file.to_str().unwrap()]));
+    assert_eq!(std::fs::read(&file).unwrap(), third);
+    assert_eq!(metric(&a, "weft_blob_chunks_total{direction=\"served\"}"), 10 + 8 + 3);
+    b.stop();
+    a.stop();
+}

@@ -1,0 +1,329 @@
+//! Drives real `weftd` processes through HTTP JSON-RPC and the real `weft` CLI.
+//!
+//! The umbrella package builds both binaries (`src/bin/`), so its tests get their paths
+//! (`CARGO_BIN_EXE_*`), which cargo gives only to the tests of the package that builds them.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub const WEFTD: &str = env!("CARGO_BIN_EXE_weftd");
+pub const WEFT: &str = env!("CARGO_BIN_EXE_weft");
+
+/// Runs `weftd init --home <home> --rpc-listen 127.0.0.1:0 --p2p-listen /ip4/127.0.0.1/tcp/0`.
+pub fn init(home: &Path) {
+    init_with(home, &[]);
+}
+
+/// [`init`] with `--bootstrap` for each of `bootstrap`.
+pub fn init_with(home: &Path, bootstrap: &[&str]) {
+    let mut command = Command::new(WEFTD);
+    command.args(["init", "--home"]).arg(home).args(["--rpc-listen", "127.0.0.1:0"]);
+    command.args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"]);
+    for peer in bootstrap {
+        command.args(["--bootstrap", peer]);
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "weftd init failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `within` with `what`.
+pub fn eventually<T>(within: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(t) = check() {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Starts three nodes in `dir` (a, b, c; b and c bootstrap from a).
+pub fn three_nodes(dir: &Path) -> [Node; 3] {
+    let homes: Vec<_> = ["a", "b", "c"].iter().map(|n| dir.join(n)).collect();
+    init(&homes[0]);
+    let a = Node::start(&homes[0]);
+    let a_p2p = a.p2p_addr();
+    init_with(&homes[1], &[&a_p2p]);
+    init_with(&homes[2], &[&a_p2p]);
+    [a, Node::start(&homes[1]), Node::start(&homes[2])]
+}
+
+/// `admin` invites `joiner` to context `ctx` and `joiner` joins; returns the invitation's
+/// and the join's results.
+pub fn invite_and_join(admin: &Node, joiner: &Node, ctx: &str) -> (Value, Value) {
+    let identity = joiner.ok("node_info", json!({}))["identity"].clone();
+    let invited = admin.ok("context_invite", json!({ "context_id": ctx, "invitee": identity }));
+    let joined = joiner.ok("context_join", json!({ "invitation": invited["invitation"] }));
+    (invited, joined)
+}
+
+/// A running weftd.
+pub struct Node {
+    pub home: PathBuf,
+    pub addr: SocketAddr,
+    pub token: String,
+    child: Option<Child>,
+    pub stdout: Arc<Mutex<String>>,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+/// Collects what `pipe` writes, on a thread of its own (so a child never blocks on a full pipe).
+pub fn drain(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
+    let buf = Arc::new(Mutex::new(String::new()));
+    let sink = buf.clone();
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+    });
+    buf
+}
+
+/// Spawns `weftd run` on an initialized home with `env` set; returns the child and what it
+/// writes to stdout and stderr.
+pub fn spawn_run(home: &Path, env: &[(&str, &str)]) -> (Child, Arc<Mutex<String>>, Arc<Mutex<String>>) {
+    let mut child = Command::new(WEFTD)
+        .args(["run", "--home"])
+        .arg(home)
+        .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = drain(child.stdout.take().unwrap());
+    let stderr = drain(child.stderr.take().unwrap());
+    (child, stdout, stderr)
+}
+
+impl Node {
+    /// Starts `weftd run` on an initialized home and waits until `/ready` answers 200.
+    pub fn start(home: &Path) -> Node {
+        let (mut child, stdout, stderr) = spawn_run(home, &[]);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(Instant::now() < deadline, "weftd did not become ready: {}", stderr.lock().unwrap());
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("weftd exited with {status}: {}", stderr.lock().unwrap());
+            }
+            if let Some(addr) = std::fs::read_to_string(home.join("rpc-addr")).ok().and_then(|s| s.trim().parse().ok())
+            {
+                if http(addr, "GET", "/ready", None, "").ok().is_some_and(|(status, _)| status == 200) {
+                    let token = std::fs::read_to_string(home.join("admin-token")).unwrap().trim().to_string();
+                    return Node { home: home.to_path_buf(), addr, token, child: Some(child), stdout, stderr };
+                }
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Sends SIGTERM and waits for a clean exit; returns what weftd wrote to stderr.
+    pub fn stop(mut self) -> String {
+        let mut child = self.child.take().unwrap();
+        let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let exit = loop {
+            if let Some(exit) = child.try_wait().unwrap() {
+                break exit;
+            }
+            if Instant::now() >= deadline {
+                // Say where it hangs (its log, and its threads' stacks where gdb is installed),
+                // then kill it rather than leave it running.
+                let stacks = Command::new("gdb")
+                    .args(["-batch", "-ex", "thread apply all bt", "-p", &child.id().to_string()])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+                    .unwrap_or_default();
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("weftd did not stop after SIGTERM: {}\nstacks:\n{stacks}", self.stderr.lock().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Let the drain threads see EOF.
+        std::thread::sleep(Duration::from_millis(50));
+        let stderr = self.stderr.lock().unwrap().clone();
+        assert!(exit.success(), "weftd exited with {exit}: {stderr}");
+        stderr
+    }
+
+    /// Kills weftd with SIGKILL (no shutdown, no flush) and waits for it; returns what it wrote
+    /// to stderr. Its `rpc-addr` is left behind, stale, as a crash leaves it.
+    pub fn kill(mut self) -> String {
+        let mut child = self.child.take().unwrap();
+        let _ = child.kill(); // it may be dead already (see `pid`)
+        child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let stderr = self.stderr.lock().unwrap().clone();
+        stderr
+    }
+
+    /// weftd's process id (to signal it while calls are in flight).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// A JSON-RPC call that reports a failed connection or a non-200 answer instead of
+    /// panicking (for calls that race a kill); returns the whole response object.
+    pub fn try_call(&self, method: &str, params: Value) -> Result<Value, String> {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
+        let (status, text) = http(self.addr, "POST", "/", Some(&self.token), &body).map_err(|e| e.to_string())?;
+        if status != 200 {
+            return Err(format!("HTTP {status}: {text}"));
+        }
+        serde_json::from_str(&text).map_err(|e| format!("not JSON ({e}): {text}"))
+    }
+
+    /// A JSON-RPC call with the right token; returns the whole response object.
+    pub fn call(&self, method: &str, params: Value) -> Value {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
+        self.raw(&body)
+    }
+
+    /// Posts a raw body with the right token; returns the parsed response.
+    pub fn raw(&self, body: &str) -> Value {
+        let (status, text) = http(self.addr, "POST", "/", Some(&self.token), body).unwrap();
+        assert_eq!(status, 200, "{text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    }
+
+    /// A call that must succeed; returns its result.
+    pub fn ok(&self, method: &str, params: Value) -> Value {
+        let response = self.call(method, params);
+        assert!(response.get("error").is_none(), "{method} failed: {response}");
+        response["result"].clone()
+    }
+
+    /// A call that must fail; returns its error object.
+    pub fn err(&self, method: &str, params: Value) -> Value {
+        let response = self.call(method, params);
+        assert!(response.get("result").is_none(), "{method} should have failed: {response}");
+        response["error"].clone()
+    }
+
+    /// The first address this node's network listens on (with its peer id).
+    pub fn p2p_addr(&self) -> String {
+        let info = self.ok("node_info", json!({}));
+        info["listen_addrs"][0].as_str().expect("the node listens on a p2p address").to_string()
+    }
+
+    /// Runs the weft CLI against this node's home.
+    pub fn weft(&self, args: &[&str]) -> Output {
+        weft(&self.home, args)
+    }
+
+    /// Runs the weft CLI with `--json` and parses its one line of output.
+    pub fn weft_json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.weft(&all);
+        assert!(out.status.success(), "weft {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("weft {args:?} printed non-JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+        })
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs the weft CLI with `--home home`.
+pub fn weft(home: &Path, args: &[&str]) -> Output {
+    Command::new(WEFT).arg("--home").arg(home).args(args).output().unwrap()
+}
+
+/// Stdout of a successful command, trimmed.
+pub fn stdout_ok(out: &Output) -> String {
+    assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout.clone()).unwrap().trim().to_string()
+}
+
+/// One HTTP/1.1 request; returns status and body.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> std::io::Result<(u16, String)> {
+    let mut headers = String::new();
+    if let Some(t) = token {
+        headers.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    request(addr, &format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ))
+}
+
+/// Sends raw request bytes; returns status and body (read up to its Content-Length, so a
+/// kept-alive connection does not stall the test).
+pub fn request(addr: SocketAddr, raw: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    stream.write_all(raw.as_bytes())?;
+    let mut response = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = stream.read(&mut chunk)?;
+        response.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&response).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head.lines().find_map(|l| {
+                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap())
+            });
+            if n == 0 || length.is_some_and(|len| body.len() >= len) {
+                let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+                return Ok((status, body.to_string()));
+            }
+        }
+        if n == 0 {
+            return Ok((0, text));
+        }
+    }
+}
+
+/// Runs `weft --home <home> --json <args>` (a `watch` command) in the background; its output
+/// lines arrive, parsed, on the receiver. Kill the child when done.
+pub fn watch_json(home: &Path, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<Value>) {
+    let mut child = Command::new(WEFT)
+        .arg("--home")
+        .arg(home)
+        .arg("--json")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(serde_json::from_str::<Value>(&line).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}

@@ -1,0 +1,28 @@
+//! weft's end-to-end tests: real `weftd` and `weft` binaries driven through their JSON-RPC API and
+//! CLI as a user would. They are gathered into one test binary: each file beside this one is a
+//! module, so the suite links RocksDB once for the package instead of once per file. Run one file's
+//! tests with `cargo test --workspace --test it -- FILE::` (for example `quick_start_two_nodes::`).
+
+// Support shared by the tests below.
+mod common;
+mod netns;
+
+mod a_dead_task_stops_weftd;
+mod apps_limits_upgrades_restart;
+mod apps_run_in_contexts;
+mod apps_upgrade_targets_travel;
+mod bad_requests_get_errors;
+mod blobs_travel_through_the_api;
+mod invitations_are_checked;
+mod join_shows_fetch_progress;
+mod leaving_a_context_stops_sync;
+mod net_partition;
+mod network_events_reach_subscribers;
+mod peers_are_remembered;
+mod quick_start_two_nodes;
+mod restart_keeps_data;
+mod single_node_round_trip;
+mod snapshot_join_via_cli;
+mod three_nodes_converge;
+mod torture_crash;
+mod torture_partition;
