@@ -113,6 +113,11 @@ impl<B: NetBackend> Driver<B> {
         if self.config.max_known_peers == 0 {
             return;
         }
+        // Only a peer bound to a member identity of the log (`admission.rs`), the one this node
+        // would serve it to, is remembered; one that has not bound yet is on a later round.
+        if !self.admits(&peer, &K::status_request(id).0) {
+            return;
+        }
         let newly_shared = self.peers.shared.entry(peer).or_default().insert(format!("{}/{id}", K::NAME));
         if !newly_shared && self.peers.known.contains_key(&peer) {
             return;
