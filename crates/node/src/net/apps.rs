@@ -34,7 +34,6 @@ use super::driver::{Driver, Pending};
 use super::log::LogKind;
 use super::protocol::{SyncRequest, SyncResponse};
 use super::sealing::Sealing;
-use super::swarm::topic;
 
 /// Most contexts of a group looked through for one that runs an application asked for.
 const MAX_GROUP_CONTEXTS: usize = 4096;
@@ -125,9 +124,13 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let connected = self.connected();
         let gossip = &self.swarm.behaviour().gossipsub;
         for context_id in &fetch.contexts {
-            let topic = topic(context_id).hash();
-            let subscribed =
-                |peer: &PeerId| gossip.all_peers().any(|(p, topics)| p == peer && topics.contains(&&topic));
+            // The topic this node follows the context under (see `topics.rs`), if it does.
+            let topic = self.contexts.subscribed.get(context_id).map(|t| t.hash());
+            let subscribed = |peer: &PeerId| {
+                topic
+                    .as_ref()
+                    .is_some_and(|topic| gossip.all_peers().any(|(p, topics)| p == peer && topics.contains(&topic)))
+            };
             let found = connected
                 .iter()
                 .filter(|peer| subscribed(peer))
