@@ -121,26 +121,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// The next (peer, context) to ask: connected peers subscribed to the context's topic
     /// first, then the other connected peers; none passed over.
     fn next_app_candidate(&self, fetch: &AppFetch) -> Option<(PeerId, ContextId)> {
-        let connected = self.connected();
-        let gossip = &self.swarm.behaviour().gossipsub;
-        for context_id in &fetch.contexts {
-            // The topic this node follows the context under (see `topics.rs`), if it does.
-            let topic = self.contexts.subscribed.get(context_id).map(|t| t.hash());
-            let subscribed = |peer: &PeerId| {
-                topic
-                    .as_ref()
-                    .is_some_and(|topic| gossip.all_peers().any(|(p, topics)| p == peer && topics.contains(&topic)))
-            };
-            let found = connected
-                .iter()
-                .filter(|peer| subscribed(peer))
-                .chain(connected.iter().filter(|peer| !subscribed(peer)))
-                .find(|peer| !fetch.passed.contains(&(**peer, *context_id)));
-            if let Some(peer) = found {
-                return Some((*peer, *context_id));
-            }
-        }
-        None
+        self.next_fetch_peer(&fetch.contexts, |peer, context_id| !fetch.passed.contains(&(*peer, *context_id)))
     }
 
     /// A peer's answer to an `Application` request, as it came (it must be sealed).

@@ -270,13 +270,23 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// The next (peer, context) to ask: connected peers subscribed to the context's topic
     /// first, then the other connected peers; none passed over or blamed.
     fn next_candidate(&self, fetch: &Fetch) -> Option<(PeerId, ContextId)> {
+        self.next_fetch_peer(&fetch.contexts, |peer, context_id| {
+            !fetch.blamed.contains(peer) && !fetch.passed.contains(&(*peer, *context_id))
+        })
+    }
+
+    /// The first (peer, context) that `usable` accepts, over `contexts` in order: for each,
+    /// the connected peers subscribed to the topic this node follows the context under (see
+    /// `topics.rs`) first, then the other connected peers. Blob and application-record
+    /// fetches (`apps.rs`) both pick their next server here.
+    pub(super) fn next_fetch_peer(
+        &self,
+        contexts: &[ContextId],
+        usable: impl Fn(&PeerId, &ContextId) -> bool,
+    ) -> Option<(PeerId, ContextId)> {
         let connected = self.connected();
         let gossip = &self.swarm.behaviour().gossipsub;
-        let usable = |peer: &PeerId, context_id: &ContextId| {
-            !fetch.blamed.contains(peer) && !fetch.passed.contains(&(*peer, *context_id))
-        };
-        for context_id in &fetch.contexts {
-            // The topic this node follows the context under (see `topics.rs`), if it does.
+        for context_id in contexts {
             let topic = self.contexts.subscribed.get(context_id).map(|t| t.hash());
             let subscribed = |peer: &PeerId| {
                 topic
