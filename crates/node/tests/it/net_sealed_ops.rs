@@ -131,14 +131,13 @@ async fn governance_ops_are_sealed_in_transit_and_private_ops_at_rest() {
             || n_stats.refused_received.load(Ordering::Relaxed) >= 1
     })
     .await;
-    eventually(WITHIN, "N receives sealed ops", || n.net.stats().ops_sealed_unreadable.load(Ordering::Relaxed) > 0)
-        .await;
-    tokio::time::sleep(TICK * 4).await;
-    assert!(n.gov.heads(&ns).map(|h| h.is_empty()).unwrap_or(true), "N logged no op");
-    assert!(
+    eventually(WITHIN, "N receives sealed ops or a refusal", || {
         n_stats.ops_sealed_unreadable.load(Ordering::Relaxed) > 0
             || n_stats.refused_received.load(Ordering::Relaxed) > 0
-    );
+    })
+    .await;
+    tokio::time::sleep(TICK * 4).await;
+    assert!(n.gov.heads(&ns).map(|h| h.is_empty()).unwrap_or(true), "N logged no op");
     assert_eq!(n.net.stats().namespace_keys_received.load(Ordering::Relaxed), 0);
     assert!(keys_held(&n.gov).is_empty(), "N holds no key at all");
     assert!(a.net.stats().ops_sealed_sent.load(Ordering::Relaxed) > 0);
@@ -196,6 +195,7 @@ async fn governance_ops_are_sealed_in_transit_and_private_ops_at_rest() {
     // C leaves the root too: no participant any more, so the namespace key is rotated and the
     // later ops reach C as ciphertext only.
     let c_unreadable = c.net.stats().ops_sealed_unreadable.load(Ordering::Relaxed);
+    let c_refused = c.net.stats().refused_received.load(Ordering::Relaxed);
     let mut last = vec![a.gov.act(ns, root, &admin, OpBody::MemberRemoved { identity: c_id.public_key() }).unwrap()];
     let (rotation, ns_key2) = a.gov.ensure_namespace_key(&ns, &admin).unwrap().expect("C held the namespace key");
     assert_ne!(ns_key1, ns_key2);
@@ -214,8 +214,10 @@ async fn governance_ops_are_sealed_in_transit_and_private_ops_at_rest() {
     let d = start(store_with_identity(ns, &d_id), 6, config(vec![a_addr], TICK), true, &[CTX]).await;
     d.net.join_namespace(ns).await.unwrap();
     governance_converged(&[&a, &b, &m, &d], ns, WITHIN).await;
-    eventually(WITHIN, "C receives sealed ops it cannot open", || {
-        c.net.stats().ops_sealed_unreadable.load(Ordering::Relaxed) > c_unreadable
+    eventually(WITHIN, "C receives sealed ops it cannot open or a refusal", || {
+        let stats = c.net.stats();
+        stats.ops_sealed_unreadable.load(Ordering::Relaxed) > c_unreadable
+            || stats.refused_received.load(Ordering::Relaxed) > c_refused
     })
     .await;
     tokio::time::sleep(TICK * 4).await;
