@@ -8,16 +8,10 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::time::Duration;
 
-use base64::Engine as _;
-use common::{eventually, http, init, invite_and_join, three_nodes, Node};
+use common::{b64, eventually, init, invite_and_join, three_nodes, Node};
 use serde_json::{json, Value};
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
 
 fn install_bytes(node: &Node, name: &str, version: &str, bytecode: &[u8]) -> String {
     let installed = node.ok("app_install", json!({ "name": name, "version": version, "bytecode": b64(bytecode) }));
@@ -41,33 +35,13 @@ fn status(node: &Node, ctx: &str) -> Value {
     node.ok("context_status", json!({ "context_id": ctx }))
 }
 
-/// Sets `[apps]` keys in the node's config.toml (as `weftd init` wrote it).
-fn set_app_limit(home: &Path, key: &str, value: u64) {
-    let path = home.join("config.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let apps = text.find("[apps]").expect("weftd init writes an [apps] section");
-    let (head, tail) = text.split_at(apps);
-    let line = tail.lines().find(|l| l.starts_with(&format!("{key} = "))).unwrap().to_string();
-    std::fs::write(&path, format!("{head}{}", tail.replacen(&line, &format!("{key} = {value}"), 1))).unwrap();
-}
-
-/// A metric's value in `/metrics`.
-fn metric(node: &Node, name: &str) -> u64 {
-    let (status, text) = http(node.addr, "GET", "/metrics", Some(&node.token), "").unwrap();
-    assert_eq!(status, 200);
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 #[test]
 fn every_limit_is_a_typed_error_that_writes_nothing_and_the_node_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("n");
     init(&home);
     // A short wall-time budget keeps the infinite loop short (and tests that [apps] is read).
-    set_app_limit(&home, "wall_time_ms", 300);
+    common::set_config(&home, "apps", "wall_time_ms", 300);
     let node = Node::start(&home);
     let probe = install(&node, "probe");
     let ctx = node.ok("context_create", json!({ "application_id": probe }))["context_id"].as_str().unwrap().to_string();
@@ -225,15 +199,19 @@ fn a_restarted_node_loads_the_compiled_artifact_instead_of_compiling() {
     let ctx = node.ok("context_create", json!({ "application_id": app }))["context_id"].as_str().unwrap().to_string();
     let r = call(&node, &ctx, "set", json!({ "key": "k", "value": "v1" }));
     assert!(r["result"]["delta_id"].is_string(), "{r}");
-    assert_eq!(metric(&node, "weft_app_compiled_total"), 1);
-    assert_eq!(metric(&node, "weft_app_artifacts_loaded_total"), 0);
+    assert_eq!(node.metric("weft_app_compiled_total").unwrap_or(0.0) as u64, 1);
+    assert_eq!(node.metric("weft_app_artifacts_loaded_total").unwrap_or(0.0) as u64, 0);
     node.stop();
 
     let node = Node::start(&home);
     let r = call(&node, &ctx, "set", json!({ "key": "k", "value": "v2" }));
     assert!(r["result"]["delta_id"].is_string(), "{r}");
-    assert_eq!(metric(&node, "weft_app_compiled_total"), 0, "the first call after a restart compiled");
-    assert_eq!(metric(&node, "weft_app_artifacts_loaded_total"), 1);
+    assert_eq!(
+        node.metric("weft_app_compiled_total").unwrap_or(0.0) as u64,
+        0,
+        "the first call after a restart compiled"
+    );
+    assert_eq!(node.metric("weft_app_artifacts_loaded_total").unwrap_or(0.0) as u64, 1);
     assert_eq!(query(&node, &ctx, "get", json!({ "key": "k" }))["value"], "v2");
     node.stop();
 }

@@ -9,12 +9,8 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use common::{eventually, invite_and_join, three_nodes, watch_json, Node};
+use common::{b64, eventually, invite_and_join, three_nodes, watch_json, Node};
 use serde_json::{json, Value};
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
 
 /// Installs the example application `name` on `node`; returns its id.
 pub fn install(node: &Node, name: &str) -> String {

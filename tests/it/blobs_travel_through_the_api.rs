@@ -6,32 +6,11 @@
 
 use crate::common;
 
-use base64::Engine as _;
-use common::{init, init_with, stdout_ok, Node};
+use common::{b64, init, init_with, stdout_ok, Node};
 use serde_json::json;
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
 
 fn bytes(n: usize, salt: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(17).wrapping_add((i >> 8) as u8) ^ salt).collect()
-}
-
-/// Sets `sync.blob_chunk_kib` in an initialized home's config.toml.
-fn set_chunk_kib(home: &std::path::Path, kib: u32) {
-    let path = home.join("config.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let line = text.lines().find(|l| l.starts_with("blob_chunk_kib = ")).unwrap().to_string();
-    std::fs::write(&path, text.replace(&line, &format!("blob_chunk_kib = {kib}"))).unwrap();
-}
-
-/// The value of one exported metric line, by its name and labels.
-fn metric(node: &Node, line: &str) -> u64 {
-    let (_, text) = common::http(node.addr, "GET", "/metrics", Some(&node.token), "").unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(line).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or_else(|| panic!("no {line} in {text}"))
 }
 
 #[test]
@@ -41,7 +20,7 @@ fn a_joiner_fetches_the_bytecode_and_blob_get_fetches_what_another_context_runs(
     init(&home_a);
     let a = Node::start(&home_a);
     init_with(&home_b, &[&a.p2p_addr()]);
-    set_chunk_kib(&home_b, 4);
+    common::set_config(&home_b, "sync", "blob_chunk_kib", 4);
     let b = Node::start(&home_b);
 
     let (first, second, third) = (bytes(40 << 10, 1), bytes(30 << 10, 2), bytes(10 << 10, 3));
@@ -63,8 +42,8 @@ fn a_joiner_fetches_the_bytecode_and_blob_get_fetches_what_another_context_runs(
     let apps = b.ok("app_list", json!({}))["applications"].clone();
     assert_eq!(apps.as_array().unwrap().len(), 1, "{apps}");
     assert_eq!(apps[0]["application_id"], first_app["application_id"]);
-    assert_eq!(metric(&b, "weft_blob_chunks_total{direction=\"fetched\"}"), 10);
-    assert_eq!(metric(&b, "weft_blob_fetches_total{outcome=\"completed\"}"), 1);
+    assert_eq!(b.metric("weft_blob_chunks_total{direction=\"fetched\"}").unwrap() as u64, 10);
+    assert_eq!(b.metric("weft_blob_fetches_total{outcome=\"completed\"}").unwrap() as u64, 1);
 
     // The second application runs in another context of the group: not here until fetched.
     let second_id = blake3::hash(&second).to_hex().to_string();
@@ -72,8 +51,8 @@ fn a_joiner_fetches_the_bytecode_and_blob_get_fetches_what_another_context_runs(
     assert_eq!(missing["code"], -32001, "{missing}");
     let fetched = b.ok("blob_get", json!({ "blob_id": second_id, "fetch": true }));
     assert_eq!(fetched["data"], json!(b64(&second)));
-    assert_eq!(metric(&b, "weft_blob_fetches_total{outcome=\"completed\"}"), 2);
-    assert_eq!(metric(&a, "weft_blob_chunks_total{direction=\"served\"}"), 10 + 8);
+    assert_eq!(b.metric("weft_blob_fetches_total{outcome=\"completed\"}").unwrap() as u64, 2);
+    assert_eq!(a.metric("weft_blob_chunks_total{direction=\"served\"}").unwrap() as u64, 10 + 8);
 
     // A blob no context runs cannot be fetched: a typed "not ready" error, not a hang.
     let loose = a.ok("blob_put", json!({ "data": b64(b"loose") }))["blob_id"].clone();
@@ -87,7 +66,7 @@ fn a_joiner_fetches_the_bytecode_and_blob_get_fetches_what_another_context_runs(
     let file = dir.path().join("third.wasm");
     stdout_ok(&b.weft(&["blob", "get", &third_id, "--fetch", "--output", file.to_str().unwrap()]));
     assert_eq!(std::fs::read(&file).unwrap(), third);
-    assert_eq!(metric(&a, "weft_blob_chunks_total{direction=\"served\"}"), 10 + 8 + 3);
+    assert_eq!(a.metric("weft_blob_chunks_total{direction=\"served\"}").unwrap() as u64, 10 + 8 + 3);
     b.stop();
     a.stop();
 }

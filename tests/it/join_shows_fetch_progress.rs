@@ -7,32 +7,11 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use common::{eventually, http, init, init_with, stdout_ok, watch_json, Node};
+use common::{eventually, init, init_with, stdout_ok, watch_json, Node};
 use serde_json::{json, Value};
-
-/// Sets `key = value` in the `[section]` of the node's config.toml (as `weftd init` wrote it).
-fn set_config(home: &Path, section: &str, key: &str, value: u64) {
-    let path = home.join("config.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let at = text.find(&format!("[{section}]")).expect("weftd init writes the section");
-    let (head, tail) = text.split_at(at);
-    let line = tail.lines().find(|l| l.starts_with(&format!("{key} = "))).unwrap().to_string();
-    std::fs::write(&path, format!("{head}{}", tail.replacen(&line, &format!("{key} = {value}"), 1))).unwrap();
-}
-
-/// A metric's value in `/metrics` (the first line starting with `name`).
-fn metric(node: &Node, name: &str) -> u64 {
-    let (status, text) = http(node.addr, "GET", "/metrics", Some(&node.token), "").unwrap();
-    assert_eq!(status, 200);
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
 
 #[test]
 fn a_join_reports_its_bytecode_fetch_as_it_goes() {
@@ -43,8 +22,8 @@ fn a_join_reports_its_bytecode_fetch_as_it_goes() {
     init_with(&hb, &[&a.p2p_addr()]);
     init_with(&hc, &[&a.p2p_addr()]);
     // Small chunks, so the application arrives in several.
-    set_config(&hb, "sync", "blob_chunk_kib", 16);
-    set_config(&hc, "sync", "blob_chunk_kib", 16);
+    common::set_config(&hb, "sync", "blob_chunk_kib", 16);
+    common::set_config(&hc, "sync", "blob_chunk_kib", 16);
     let (b, c) = (Node::start(&hb), Node::start(&hc));
 
     let bytecode = weft_runtime::testing::example_app("kv-registry").unwrap();
@@ -57,7 +36,9 @@ fn a_join_reports_its_bytecode_fetch_as_it_goes() {
     // b watches sync progress, then joins through the CLI.
     let subscribed = "weft_rpc_calls_total{method=\"subscribe_sync\",outcome=\"ok\"}";
     let (mut watcher, events) = watch_json(&hb, &["sync", "watch"]);
-    eventually(Duration::from_secs(30), "the sync watcher subscribed", || (metric(&b, subscribed) >= 1).then_some(()));
+    eventually(Duration::from_secs(30), "the sync watcher subscribed", || {
+        (b.metric(subscribed).unwrap_or(0.0) as u64 >= 1).then_some(())
+    });
     let identity = b.ok("node_info", json!({}))["identity"].clone();
     let invitation = a.ok("context_invite", json!({ "context_id": ctx, "invitee": identity }))["invitation"]
         .as_str()

@@ -26,3 +26,4 @@ mod snapshot_join_via_cli;
 mod three_nodes_converge;
 mod torture_crash;
 mod torture_partition;
+mod torture_soak;

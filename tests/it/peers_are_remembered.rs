@@ -9,17 +9,8 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{eventually, http, init, invite_and_join, Node};
+use common::{eventually, init, invite_and_join, Node};
 use serde_json::{json, Value};
-
-/// A metric's value in `/metrics` (the line starting with `name` and a space).
-fn metric(node: &Node, name: &str) -> Option<f64> {
-    let (status, text) = http(node.addr, "GET", "/metrics", Some(&node.token), "").unwrap();
-    assert_eq!(status, 200);
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
-        .and_then(|v| v.trim().parse().ok())
-}
 
 fn peer_id(node: &Node) -> Value {
     node.ok("node_info", json!({}))["peer_id"].clone()
@@ -76,8 +67,8 @@ fn a_restarted_node_redials_the_peers_it_knew_and_converges() {
     for key in ["while/a", "while/b"] {
         assert_eq!(c.ok("state_get", json!({ "context_id": ctx, "key": key }))["value"], json!(key));
     }
-    assert!(metric(&c, "weft_peer_redials_total{outcome=\"connected\"}").unwrap_or(0.0) >= 1.0);
-    assert_eq!(metric(&c, "weft_known_peers"), Some(2.0));
+    assert!(c.metric("weft_peer_redials_total{outcome=\"connected\"}").unwrap_or(0.0) >= 1.0);
+    assert_eq!(c.metric("weft_known_peers"), Some(2.0));
     let status = c.ok("context_status", json!({ "context_id": ctx }));
     assert_eq!(status["peers_reachable"], 2, "{status}");
 
@@ -86,7 +77,7 @@ fn a_restarted_node_redials_the_peers_it_knew_and_converges() {
     b.stop();
     eventually(Duration::from_secs(60), "peers_reachable 0 and the metric", || {
         let s = c.ok("context_status", json!({ "context_id": ctx }));
-        (s["peers_reachable"] == 0 && metric(&c, "weft_contexts_without_peers") == Some(1.0)).then_some(())
+        (s["peers_reachable"] == 0 && c.metric("weft_contexts_without_peers") == Some(1.0)).then_some(())
     });
     c.stop();
 }

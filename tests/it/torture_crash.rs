@@ -39,33 +39,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use common::{eventually, init, init_with, Node, WEFTD};
+use common::{b64, eventually, init, init_with, Node, Rng, WEFTD};
 use serde_json::{json, Value};
-
-/// SplitMix64: small, seedable, the same sequence everywhere.
-#[derive(Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn fork(&mut self, salt: u64) -> Rng {
-        Rng(self.next() ^ salt.wrapping_mul(0xA24B_AED4_963E_E407))
-    }
-}
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
 
 const CLIENTS: usize = 4;
 
@@ -217,22 +192,7 @@ fn client(node: &Node, setup: &Setup, t: usize, cycle: u64, mut rng: Rng, ledger
 
 /// A's keys in the shared context (those its clients write, `t*`), read with `state_scan`.
 fn scan_prefix(node: &Node, ctx: &str, prefix: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut after: Option<String> = None;
-    loop {
-        let mut params = json!({ "context_id": ctx, "prefix": prefix, "limit": 1000 });
-        if let Some(a) = &after {
-            params["start_after"] = json!(a);
-        }
-        let page = node.ok("state_scan", params);
-        for e in page["entries"].as_array().unwrap() {
-            out.insert(e["key"].as_str().unwrap().to_string(), e["value"].as_str().unwrap().to_string());
-        }
-        match page["next"].as_str() {
-            Some(n) => after = Some(n.to_string()),
-            None => return out,
-        }
-    }
+    common::scan_all(|m, p| node.ok(m, p), ctx, prefix)
 }
 
 fn get(node: &Node, ctx: &str, key: &str) -> Option<String> {
@@ -291,9 +251,7 @@ fn status(node: &Node, ctx: &str) -> Value {
 
 #[test]
 fn acknowledged_writes_survive_sigkill() {
-    let seed: u64 = std::env::var("TORTURE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
+    let seed = common::torture_seed();
     let cycles: u64 = std::env::var("TORTURE_CYCLES").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
     eprintln!("torture crash: TORTURE_SEED={seed} TORTURE_CYCLES={cycles}");
     // Name the seed on any failure, wherever it panics.

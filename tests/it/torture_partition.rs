@@ -30,28 +30,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{eventually, WEFTD};
+use common::{eventually, Rng, WEFTD};
 use netns::{Caller, Net, NsNode};
 use serde_json::{json, Value};
 
 const NODES: usize = 5;
 const CONVERGE_WITHIN: Duration = Duration::from_secs(90);
-
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// What the writers had acknowledged.
 #[derive(Default)]
@@ -127,29 +111,12 @@ fn agreed(nodes: &[NsNode], ctx: &str) -> Option<Vec<Value>> {
 
 /// Every key under `prefix` on `node`.
 fn scan(node: &NsNode, ctx: &str, prefix: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut after: Option<String> = None;
-    loop {
-        let mut params = json!({ "context_id": ctx, "prefix": prefix, "limit": 1000 });
-        if let Some(a) = &after {
-            params["start_after"] = json!(a);
-        }
-        let page = node.ok("state_scan", params);
-        for e in page["entries"].as_array().unwrap() {
-            out.insert(e["key"].as_str().unwrap().to_string(), e["value"].as_str().unwrap().to_string());
-        }
-        match page["next"].as_str() {
-            Some(n) => after = Some(n.to_string()),
-            None => return out,
-        }
-    }
+    common::scan_all(|m, p| node.ok(m, p), ctx, prefix)
 }
 
 #[test]
 fn partitions_heal_without_losing_writes() {
-    let seed: u64 = std::env::var("TORTURE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
+    let seed = common::torture_seed();
     let schedules: u64 = std::env::var("TORTURE_SCHEDULES").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
     eprintln!("torture partition: TORTURE_SEED={seed} TORTURE_SCHEDULES={schedules}");
     let hook = std::panic::take_hook();

@@ -4,6 +4,7 @@
 //! (`CARGO_BIN_EXE_*`), which cargo gives only to the tests of the package that builds them.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -326,4 +327,87 @@ pub fn watch_json(home: &Path, args: &[&str]) -> (Child, std::sync::mpsc::Receiv
         }
     });
     (child, rx)
+}
+
+/// SplitMix64: small, seedable, the same sequence everywhere (the campaigns' randomness, replayed
+/// from a printed seed).
+#[derive(Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// An independent generator (for another thread), derived from this one and `salt`.
+    pub fn fork(&mut self, salt: u64) -> Rng {
+        Rng(self.next() ^ salt.wrapping_mul(0xA24B_AED4_963E_E407))
+    }
+}
+
+/// The seed a campaign runs with: `TORTURE_SEED`, or the clock.
+pub fn torture_seed() -> u64 {
+    std::env::var("TORTURE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    })
+}
+
+/// Every key under `prefix` in context `ctx` with its value, read page by page with
+/// `state_scan` through `ok` (a node's call that must succeed).
+pub fn scan_all(ok: impl Fn(&str, Value) -> Value, ctx: &str, prefix: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut params = json!({ "context_id": ctx, "prefix": prefix, "limit": 1000 });
+        if let Some(a) = &after {
+            params["start_after"] = json!(a);
+        }
+        let page = ok("state_scan", params);
+        for e in page["entries"].as_array().unwrap() {
+            out.insert(e["key"].as_str().unwrap().to_string(), e["value"].as_str().unwrap().to_string());
+        }
+        match page["next"].as_str() {
+            Some(n) => after = Some(n.to_string()),
+            None => return out,
+        }
+    }
+}
+
+/// Standard base64 of `bytes` (what the API's `encoding: "base64"` and bytecode params take).
+pub fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Sets `key = value` in section `[section]` of the `config.toml` that `weftd init` wrote in
+/// `home` (the line must be there).
+pub fn set_config(home: &Path, section: &str, key: &str, value: impl std::fmt::Display) {
+    let path = home.join("config.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let at = text.find(&format!("[{section}]")).unwrap_or_else(|| panic!("no [{section}] in {text}"));
+    let (head, tail) = text.split_at(at);
+    let line =
+        tail.lines().find(|l| l.starts_with(&format!("{key} = "))).unwrap_or_else(|| panic!("no {key} in [{section}]"));
+    let tail = tail.replacen(line, &format!("{key} = {value}"), 1);
+    std::fs::write(&path, format!("{head}{tail}")).unwrap();
+}
+
+impl Node {
+    /// The value of metric `name` (with its labels, as `/metrics` prints them), if it is there.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let (status, text) = http(self.addr, "GET", "/metrics", Some(&self.token), "").unwrap();
+        assert_eq!(status, 200);
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+            .and_then(|v| v.trim().parse().ok())
+    }
 }
