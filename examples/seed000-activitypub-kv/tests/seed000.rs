@@ -460,3 +460,44 @@ fn large_objects_round_trip_through_blob_files<B: Backend>(backend: B) {
     assert_eq!(server.store_object(&updated).expect("store"), key);
     assert_eq!(server.object_by_iri(&updated.id).expect("get"), Some((key, updated)));
 }
+
+/// Seed 000's KV separation, checked in RocksDB itself: an object under `BLOB_MIN_SIZE` stays in
+/// the Objects column's table files, and a large one lands in a blob file, its table row holding
+/// only a reference (read from RocksDB's properties of the column, not inferred from a round trip).
+#[test]
+fn large_objects_land_in_blob_files_and_small_ones_do_not() {
+    let (backend, _dir) = rocks();
+    let server = server(backend);
+    let blob_files = |server: &Server<RocksBackend>| {
+        let backend = server.store().backend();
+        let files = backend.column_property(Partition::Objects, "rocksdb.num-blob-files").expect("property");
+        let bytes = backend.column_property(Partition::Objects, "rocksdb.total-blob-file-size").expect("property");
+        let sst = backend.column_property(Partition::Objects, "rocksdb.total-sst-files-size").expect("property");
+        (files.expect("RocksDB counts blob files"), bytes.expect("blob bytes"), sst.expect("sst bytes"))
+    };
+    let small = Object::new("https://remote.example/notes/small", "Note").json(r#"{"content":"hi"}"#);
+    server.store_object(&small).expect("store");
+    server.store().flush().expect("flush");
+    let (files, _, sst_small) = blob_files(&server);
+    assert_eq!(files, 0, "a small object went to a blob file");
+    assert!(sst_small > 0, "the small object is in a table file");
+
+    // 256 KiB that lz4 cannot shrink much (blob files are compressed): xorshift text.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let body: String = (0..256 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'a' + (x % 26) as u8)
+        })
+        .collect();
+    let big = Object::new("https://remote.example/notes/big", "Note").json(format!(r#"{{"content":"{body}"}}"#));
+    let key = server.store_object(&big).expect("store");
+    server.store().flush().expect("flush");
+    let (files, bytes, sst) = blob_files(&server);
+    assert_eq!(files, 1, "the large object is in one blob file");
+    assert!(bytes >= 128 * 1024, "the blob file holds the object's bytes: {bytes}");
+    assert!(sst < sst_small + 64 * 1024, "the table files hold a reference, not the object: {sst} bytes");
+    assert_eq!(server.object(key).expect("get"), Some(big));
+}

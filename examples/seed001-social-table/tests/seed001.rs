@@ -55,6 +55,7 @@ on_both_backends!(
     public_timeline_is_partitioned_by_day,
     follow_and_unfollow_keep_both_directions,
     profiles_are_activitypub_actors,
+    likes_are_listed_by_post_and_by_user,
 );
 
 fn app<B: Backend>(backend: B, clock: Clock) -> Social<B> {
@@ -357,4 +358,36 @@ fn profiles_are_activitypub_actors<B: Backend>(app: Social<B>) {
     assert!(json.contains(r#""type":"Group""#), "{json}");
     assert!(json.contains(r#""summary":"A \"group\"""#), "{json}");
     assert!(json.contains(&format!(r#""followers":"{BASE}/users/g1/followers""#)), "{json}");
+}
+
+/// Seed 001's two like queries: a post's likers (main table, `POST#id` / `LIKE#user`, in user id
+/// order) and a user's likes (GSI1 `LIKE#user`, newest first), each with a limit, and neither
+/// showing another post's or user's likes (ids that are prefixes of each other included).
+fn likes_are_listed_by_post_and_by_user<B: Backend>(app: Social<B>) {
+    for u in ["ann", "anna", "bea", "cy"] {
+        user(&app, u);
+    }
+    for p in ["p1", "p10", "p2"] {
+        app.create_post("cy", p, NewPost::text(format!("post {p}"))).expect("post");
+    }
+    // Likes a millisecond apart, in an order that is neither user nor post order.
+    for (u, p) in [("bea", "p1"), ("ann", "p2"), ("anna", "p1"), ("ann", "p1"), ("ann", "p10"), ("cy", "p1")] {
+        app.clock().advance(1);
+        app.like(u, p).expect("like");
+    }
+    assert_eq!(app.post_likes("p1", 10).expect("likes"), ["ann", "anna", "bea", "cy"]);
+    assert_eq!(app.post_likes("p1", 2).expect("likes"), ["ann", "anna"]);
+    assert_eq!(app.post_likes("p10", 10).expect("likes"), ["ann"]);
+    assert_eq!(app.post_likes("p2", 10).expect("likes"), ["ann"]);
+    assert!(app.post_likes("nope", 10).expect("likes").is_empty());
+    // ann liked p2, then p1, then p10: newest first, and not anna's.
+    assert_eq!(app.user_likes("ann", 10).expect("likes"), ["p10", "p1", "p2"]);
+    assert_eq!(app.user_likes("ann", 1).expect("likes"), ["p10"]);
+    assert_eq!(app.user_likes("anna", 10).expect("likes"), ["p1"]);
+    assert!(app.user_likes("nobody", 10).expect("likes").is_empty());
+    // Each list agrees with the post's counter.
+    for p in ["p1", "p10", "p2"] {
+        let count = app.post(p).expect("get").expect("post").likes_count as usize;
+        assert_eq!(app.post_likes(p, 100).expect("likes").len(), count, "{p}");
+    }
 }

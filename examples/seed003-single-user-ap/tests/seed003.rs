@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use weft_example_seed003::{
     bucket_of, bucket_start_ms, hhhhh, memory_backend, rocks_backend, CachedObject, Clock, Error, Lookup, NewPost,
-    PostId, Server, TimelineItem, TombstoneItem, Webfinger,
+    PostId, Server, TimelineItem, TombstoneItem, UserItem, Webfinger,
 };
 use weft_store::{Backend, MemoryBackend, Prefix, Read, RocksBackend, RocksConfig, Text};
 
@@ -56,6 +56,7 @@ on_both_backends!(
     remote_object_cache_expires_after_max_age,
     posts_read_across_time_buckets,
     equal_timestamps_do_not_collide,
+    my_profile_is_one_row_that_keeps_its_creation_time,
 );
 
 fn server<B: Backend>(backend: B, clock: Clock) -> Server<B> {
@@ -343,4 +344,22 @@ fn equal_timestamps_do_not_collide<B: Backend>(server: Server<B>) {
     server.edit_post(ids[0], None, "one").expect("edit");
     server.edit_post(ids[0], None, "two").expect("edit");
     assert_eq!(server.revisions(ids[0]).expect("revisions").len(), 2);
+}
+
+/// Seed 003's `ME` item: the one user's profile is one row (the family's key holds no id), set
+/// again in place; its creation time survives updates and its update time moves.
+fn my_profile_is_one_row_that_keeps_its_creation_time<B: Backend>(server: Server<B>) {
+    assert_eq!(server.profile().expect("get"), None);
+    assert_eq!(server.me(), "https://example.net/users/me");
+    let first = server.set_profile("Me", "hello", None).expect("set");
+    assert_eq!((first.created_at_ms, first.updated_at_ms), (T0, T0));
+    server.clock().advance(5_000);
+    let second = server.set_profile("Me again", "changed", Some("https://example.net/icon.png")).expect("set");
+    assert_eq!(second.created_at_ms, T0, "an update keeps the creation time");
+    assert_eq!(second.updated_at_ms, T0 + 5_000);
+    let stored = server.profile().expect("get").expect("profile");
+    assert_eq!(stored, second);
+    assert_eq!(stored.icon.as_deref(), Some("https://example.net/icon.png"));
+    let rows = server.store().scan(Prefix::<UserItem>::family()).count().expect("scan");
+    assert_eq!(rows, 1, "ME is a single row");
 }
