@@ -14,7 +14,8 @@
 //! - divergence events (`diverged` on any stream);
 //! - RSS and open files of every node, sampled; for n0, which is never restarted, the growth
 //!   of its RSS between the end of the first quarter of the run and the end, and of its RSS
-//!   beside RocksDB's block cache (bounded, memtables charged to it): a leak shows there.
+//!   beside what RocksDB holds by its own count (block cache and memtables, both bounded): a
+//!   leak shows there.
 //!
 //! And it fails when: a write acknowledged by any node is missing at the end, a node reported a
 //! divergence, or the nodes do not reach equal heads and roots within 60 s of the last write.
@@ -122,8 +123,8 @@ fn watch(k: usize, node: &Node, ctx: &str, seen: &Arc<Mutex<Seen>>) -> Child {
     child
 }
 
-/// RSS in KiB, open files, and the bytes in RocksDB's block cache (which memtables are
-/// charged to) of a node.
+/// RSS in KiB, open files, and the bytes RocksDB holds in memory by its own count (its block
+/// cache and every column's memtables, both bounded) of a node.
 type Usage = (u64, usize, u64);
 
 /// The [`Usage`] of a running node.
@@ -133,8 +134,15 @@ fn usage(node: &Node) -> Option<Usage> {
     let rss =
         status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches(" kB").trim().parse().ok()?;
     let files = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
-    let cache = node.metric("weft_rocksdb_block_cache_usage_bytes")? as u64;
-    Some((rss, files, cache))
+    let (_, metrics) = http(node.addr, "GET", "/metrics", Some(&node.token), "").ok()?;
+    let rocksdb: f64 = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("weft_rocksdb_block_cache_usage_bytes ") || l.starts_with("weft_rocksdb_memtable_bytes{")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    Some((rss, files, rocksdb as u64))
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -379,7 +387,7 @@ fn soak() {
          {restarts} restarts; delivered within 1 s: {:.2} % of {eligible} (write, node) pairs ({unseen} never seen \
          on a watched node); write-to-all p50 {:?} p99 {:?} max {:?} over {} writes; 0 divergence events; equal \
          roots {converged_in:?} after the last write ({} deltas); {}; n0 RSS growth after the first quarter \
-         {growth:+.1} MiB, {growth_beside_cache:+.1} MiB beside the block cache (RSS/cache MiB every 30 s: {})",
+         {growth:+.1} MiB, {growth_beside_cache:+.1} MiB beside RocksDB's caches and memtables (RSS/RocksDB MiB every 30 s: {})",
         length,
         writes.len(),
         uncertain.lock().unwrap(),
