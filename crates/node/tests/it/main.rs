@@ -16,6 +16,7 @@ mod failed_writes_leave_nothing;
 mod governance_authorizes_deltas;
 mod governance_concurrent_local_ops;
 mod governance_group_keys;
+mod governance_pending_ops;
 mod governance_replicas_agree;
 mod governance_rules;
 mod governance_sealed_ops_agree;
