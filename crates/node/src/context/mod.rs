@@ -6,8 +6,9 @@ pub mod engine;
 pub use delta::{check_signature, check_signatures, compute_delta_id, sign_delta, DeltaLimits, InvalidDelta};
 pub use engine::{
     AnyAuthor, AppliedDelta, ApplyOutcome, Authorizer, ContextDag, ContextEngine, ContextView, Divergence,
-    EngineConfig, EngineError, RepairEntry, RepairOutcome, RepairWalk, SnapshotBuilder, SnapshotCursor, SnapshotError,
-    SnapshotHeader, SnapshotInstalled, SnapshotPage, TrieCheck, TrieStats, WalkNode, WalkReply, WriteOutcome,
+    EngineConfig, EngineError, NotKept, RepairEntry, RepairOutcome, RepairWalk, SnapshotBuilder, SnapshotCursor,
+    SnapshotError, SnapshotHeader, SnapshotInstalled, SnapshotPage, TrieCheck, TrieStats, WalkNode, WalkReply,
+    WriteOutcome,
 };
 
 /// Merkle repair (see [`ContextEngine::repair_walk`] and [`ContextEngine::repair_merge`]).

@@ -154,11 +154,32 @@ impl<'a, B: Backend> GovernanceAuthorizer<'a, B> {
             Some(_) => Err(DeltaAuthError::WriteDenied(*author)),
         }
     }
+
+    /// Whether a delta by `author` whose parents are missing may wait for them: `author` is a
+    /// member (any role) of the context's group in this node's current fold, or the fold
+    /// cannot tell (the context is bound to no group here, or its namespace is not held).
+    /// A removed member's deltas, authorized at a position from before its removal, do not
+    /// wait: a catch-up brings them in order if they are real (see `context/engine/pending.rs`).
+    pub fn may_wait(&self, context: &ContextId, author: &PublicKey) -> bool {
+        match self.governance.group_of_context(context) {
+            Ok(Some(group_id)) => match self.governance.any_member(&group_id, [author]) {
+                Ok(member) => member,
+                Err(GovernanceError::UnknownNamespace(_) | GovernanceError::UnknownGroup(_)) => true,
+                Err(_) => false,
+            },
+            Ok(None) => true,
+            Err(_) => false,
+        }
+    }
 }
 
 impl<B: Backend> Authorizer for GovernanceAuthorizer<'_, B> {
     fn may_write(&self, context: &ContextId, author: &PublicKey, delta: &ContextDagDeltaValue) -> bool {
         self.check(context, author, delta).is_ok()
+    }
+
+    fn may_wait(&self, context: &ContextId, author: &PublicKey) -> bool {
+        GovernanceAuthorizer::may_wait(self, context, author)
     }
 }
 
@@ -188,5 +209,9 @@ impl<B: Backend> SharedGovernanceAuthorizer<B> {
 impl<B: Backend> Authorizer for SharedGovernanceAuthorizer<B> {
     fn may_write(&self, context: &ContextId, author: &PublicKey, delta: &ContextDagDeltaValue) -> bool {
         self.check(context, author, delta).is_ok()
+    }
+
+    fn may_wait(&self, context: &ContextId, author: &PublicKey) -> bool {
+        GovernanceAuthorizer::new(&self.0).may_wait(context, author)
     }
 }

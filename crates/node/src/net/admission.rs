@@ -19,6 +19,14 @@
 //! each identity it holds (one per namespace) and asks its peers' status once every bind is
 //! answered; each anti-entropy round binds identities created since to every peer. A request
 //! refused before the binding got through is asked again at the next round.
+//!
+//! The same rule decides whom this node asks ([`Driver::may_ask`]): a request naming a
+//! context, namespace or group goes only to a peer bound to an identity this node's fold makes
+//! a member of it, so a stranger connected to this node is never told which logs it holds. A
+//! peer's status is asked once this node's binds to it are answered and it has bound to this
+//! node (whichever comes last). A request not sent is counted and ended as failed at the next
+//! round. A namespace this node holds no op of yet (a joiner's) is asked of any peer bound to
+//! some identity, so that joining does not wait for a fold it cannot have yet.
 //! [`NetStats`](super::NetStats) counts requests refused here and `Refused` answers received.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -46,6 +54,9 @@ pub(super) struct Admission {
     sent: HashMap<PeerId, HashSet<PublicKey>>,
     /// Binds in flight per peer; the peer's status is asked once they are all answered.
     binding: HashMap<PeerId, usize>,
+    /// Requests not sent because they named a log to a peer bound to no member of it
+    /// ([`Driver::may_ask`]): ended as failed at the next anti-entropy round.
+    withheld: Vec<(PeerId, Pending)>,
 }
 
 impl Admission {
@@ -59,6 +70,16 @@ impl Admission {
     /// Whether binds to `peer` are in flight.
     pub(super) fn binding(&self, peer: &PeerId) -> bool {
         self.binding.get(peer).is_some_and(|n| *n > 0)
+    }
+
+    /// A request not sent to `peer` (see [`Driver::may_ask`]).
+    pub(super) fn withhold(&mut self, peer: PeerId, pending: Pending) {
+        self.withheld.push((peer, pending));
+    }
+
+    /// The requests withheld since the last call, to end as failed.
+    pub(super) fn take_withheld(&mut self) -> Vec<(PeerId, Pending)> {
+        std::mem::take(&mut self.withheld)
     }
 }
 
@@ -138,7 +159,14 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         if !bound.contains(&identity) && bound.len() >= MAX_BOUND_IDENTITIES {
             return self.refused();
         }
+        let first = bound.is_empty();
         bound.insert(identity);
+        // The peer's first binding makes it one this node may ask about logs it is a member of
+        // (see `may_ask`): ask its status now if this node's own binds are answered (else that
+        // is done when they are).
+        if first && !self.admission.binding(&peer) {
+            self.ask_statuses(peer);
+        }
         SyncResponse::Bound
     }
 
@@ -170,6 +198,82 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 bound.contains(requester)
             }
         }
+    }
+
+    /// Whether this node may send `request` to `peer`. A request that names a context, a
+    /// namespace or a group (all but `Bind`) goes only to a peer bound to an identity this
+    /// node's current fold makes a member of the context's group (any peer for a
+    /// single-owner context, or one not bound to a group here yet), a participant of the
+    /// namespace, or a member of the group — the peers it would serve the same request to, so
+    /// a stranger is never told which logs this node holds. One exception, so that a joiner
+    /// does not wait for ever: a namespace this node holds no op of yet (it has an identity
+    /// in it, from an invitation, and nothing else) may be named to any peer bound to some
+    /// identity; its fold decides as soon as the first ops arrive.
+    pub(super) fn may_ask(&self, peer: &PeerId, request: &SyncRequest) -> bool {
+        let no_identities = BTreeSet::new();
+        let bound = self.admission.bound.get(peer).unwrap_or(&no_identities);
+        let Some(governance) = &self.governance else {
+            // Without governance every context is single-owner, and namespaces are not synced.
+            return true;
+        };
+        let held = |namespace_id: &weft_primitives::NamespaceId| {
+            governance.heads(namespace_id).is_ok_and(|heads| !heads.is_empty())
+        };
+        match request {
+            SyncRequest::Bind { .. } => true,
+            SyncRequest::NamespaceStatus { namespace_id }
+            | SyncRequest::Ops { namespace_id, .. }
+            | SyncRequest::NamespaceKey { namespace_id, .. } => {
+                !bound.is_empty()
+                    && (!held(namespace_id) || governance.any_participant(namespace_id, bound).unwrap_or(false))
+            }
+            SyncRequest::GroupKey { group_id, .. } => {
+                !bound.is_empty()
+                    && match governance.namespace_of(group_id) {
+                        Ok(namespace_id) if held(&namespace_id) => {
+                            governance.any_member(group_id, bound).unwrap_or(false)
+                        }
+                        _ => true,
+                    }
+            }
+            SyncRequest::Status { context_id }
+            | SyncRequest::Deltas { context_id, .. }
+            | SyncRequest::RepairWalk { context_id, .. }
+            | SyncRequest::RepairEntries { context_id, .. }
+            | SyncRequest::Snapshot { context_id, .. }
+            | SyncRequest::Blob { context_id, .. }
+            | SyncRequest::Application { context_id, .. }
+            | SyncRequest::Sealed { context_id, .. } => self.admits_to_context(context_id, bound),
+        }
+    }
+
+    /// Ends as failed the requests withheld since the last round (each anti-entropy round):
+    /// their sessions end, and fetches move on to another peer.
+    pub(super) fn fail_withheld(&mut self) {
+        for (peer, pending) in self.admission.take_withheld() {
+            match pending {
+                // A fetch takes it as a `Refused` answer: asked again a few rounds (the peer's
+                // binding may be on its way), then another peer.
+                Pending::Blob(context_id, blob_id) => {
+                    self.on_blob_answer(peer, context_id, blob_id, SyncResponse::Refused)
+                }
+                Pending::Application(context_id, application_id) => {
+                    self.on_application_answer(peer, context_id, application_id, SyncResponse::Refused)
+                }
+                other => {
+                    self.request_failed(peer, Some(other), &"not sent: the peer is bound to no member of what it names")
+                }
+            }
+        }
+    }
+
+    /// Another connection to a peer already connected: it may have restarted (its first
+    /// connection not closed yet here), forgetting this node's bindings. Binds again, and asks
+    /// its status once they are answered.
+    pub(super) fn on_reconnected(&mut self, peer: PeerId) {
+        self.admission.sent.remove(&peer);
+        self.admission.binding.remove(&peer);
+        self.on_connected(peer);
     }
 
     /// Whether a peer bound to `bound` may be served a context's state: a member of its group,

@@ -27,7 +27,7 @@ use super::protocol::{
 use super::sealing::{Sealing, Unsealed};
 use super::topics::context_topic;
 use super::{NetEvent, NetStats};
-use crate::context::{ApplyOutcome, EngineError};
+use crate::context::{ApplyOutcome, EngineError, NotKept};
 use crate::governance::Governance;
 
 /// Most catch-ups served at once (each holds its remaining ids: 32 bytes a delta).
@@ -340,6 +340,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     applied.applied.extend(outcome.applied);
                     applied.divergences.extend(outcome.divergences);
                 }
+                Err(EngineError::NotKept(reason)) => {
+                    self.stats.deltas_not_buffered.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%context_id, %peer, %reason, "synced delta not kept");
+                }
                 Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {
                     self.stats.gossip_rejected.fetch_add(1, Ordering::Relaxed);
                     self.emit(NetEvent::Rejected { context_id, peer, reason: e.to_string() });
@@ -385,6 +389,20 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             }
             Err(EngineError::Unauthorized(reason)) if self.held_back(&context_id) => {
                 tracing::debug!(%context_id, %reason, "delta not judged: the group's private state waits for a key");
+                gossipsub::MessageAcceptance::Ignore
+            }
+            Err(EngineError::NotKept(reason)) => {
+                // Neither kept nor forwarded (see `context/engine/pending.rs`). A member's delta
+                // past its share comes again by catching up from the sender, parents first.
+                self.stats.deltas_not_buffered.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%context_id, peer = %source, %reason, "gossip delta not kept");
+                let member = matches!(reason, NotKept::AuthorFull { .. });
+                if member
+                    && self.swarm.is_connected(&source)
+                    && !self.contexts.catching_up.contains(&(source, context_id))
+                {
+                    self.ask_page::<Contexts>(source, context_id);
+                }
                 gossipsub::MessageAcceptance::Ignore
             }
             Err(e @ (EngineError::Invalid(_) | EngineError::Unauthorized(_))) => {

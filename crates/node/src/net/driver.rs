@@ -350,6 +350,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         for context_id in &contexts {
             self.follow_topic::<Contexts>(*context_id);
         }
+        self.fail_withheld();
         self.check::<Namespaces>(namespaces, &connected);
         self.check::<Contexts>(contexts, &connected);
         self.recover_keys(&connected);
@@ -392,6 +393,12 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// Sends a sync request (sealed first if it carries a keyed group's state), counting it
     /// and its bytes in [`NetStats`], and records what it was for.
     pub(super) fn send_sync_request(&mut self, peer: PeerId, request: SyncRequest, pending: Pending) {
+        // Naming a log only to a peer bound to a member of it (see `admission.rs`).
+        if !self.may_ask(&peer, &request) {
+            self.stats.sync_requests_withheld.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.admission.withhold(peer, pending);
+            return;
+        }
         let request = self.seal_request(request);
         self.stats.sync_requests_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.stats.sync_bytes_sent.fetch_add(frame_len(&request), std::sync::atomic::Ordering::Relaxed);
@@ -412,6 +419,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     // Bind first (see `admission.rs`), then ask as many statuses as a round
                     // asks about; the following rounds take the rest in turn.
                     self.on_connected(peer_id);
+                } else {
+                    self.on_reconnected(peer_id);
                 }
             }
             SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => {
@@ -531,7 +540,13 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// A request that got no answer (timed out, connection lost, refused): ends the session
     /// it belonged to.
     fn on_request_failed(&mut self, peer: PeerId, request_id: OutboundRequestId, error: &impl std::fmt::Display) {
-        match self.pending.remove(&request_id) {
+        let pending = self.pending.remove(&request_id);
+        self.request_failed(peer, pending, error);
+    }
+
+    /// Ends what a request that got no answer (or was not sent) was for.
+    pub(super) fn request_failed(&mut self, peer: PeerId, pending: Option<Pending>, error: &impl std::fmt::Display) {
+        match pending {
             Some(Pending::Deltas(context_id) | Pending::Status(context_id)) => {
                 tracing::debug!(%peer, %context_id, %error, "sync request failed");
                 self.contexts.catching_up.remove(&(peer, context_id));

@@ -2,7 +2,7 @@
 //! attached, each namespace has a topic (named in `topics.rs`) carrying signed ops; received
 //! ops go through [`Governance::submit`] (valid or known: accepted and forwarded; malformed or
 //! unauthorized: rejected; citing ops unknown here from a signer that is no participant, or
-//! past the pending bounds: ignored, neither kept nor forwarded — see [`may_wait`]). A status is the namespace's heads; a node behind fetches the ops
+//! past the pending bounds: ignored, neither kept nor forwarded — see [`Governance::may_wait`]). A status is the namespace's heads; a node behind fetches the ops
 //! it lacks in topological order, in pages under the frame cap, and an op whose parents are
 //! missing starts that catch-up at once. Once a namespace has a key (a `NamespaceKeyRotated`
 //! op), its ops on the topic and the `Ops` and `NamespaceStatus` answers are sealed under the
@@ -280,7 +280,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         if let Err(e) = check_signature(&op) {
             return Err(NotTaken::Invalid(GovernanceError::from(e).to_string()));
         }
-        if !may_wait(&governance, &namespace_id, &op) {
+        if !governance.may_wait(&namespace_id, &op) {
             self.stats.ops_not_buffered.fetch_add(1, Ordering::Relaxed);
             return Err(NotTaken::NotBuffered);
         }
@@ -341,20 +341,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
 enum NotTaken {
     /// It is invalid or unauthorized: the peer's fault (gossipsub `Reject`).
     Invalid(String),
-    /// Its parents are unknown here and it may not wait for them (see [`may_wait`]), or the
+    /// Its parents are unknown here and it may not wait for them (see [`Governance::may_wait`]), or the
     /// pending buffer (or its signer's share) is full: not kept, not forwarded (`Ignore`).
     NotBuffered,
     /// It could not be judged now (a store failure).
     Failed,
-}
-
-/// Whether an op may wait here for its parents: it need not (they are all logged), or its
-/// signer is a participant of the namespace in this node's fold. A stranger's op citing ops
-/// unknown here is not kept (it could fill the buffer with ops that never resolve) nor
-/// forwarded; a catch-up from a peer brings it again in order, parents first, if it is real.
-fn may_wait<B: Backend>(governance: &Governance<B>, namespace_id: &NamespaceId, op: &SignedOp) -> bool {
-    let parents_known = op.content.parents.iter().all(|p| matches!(governance.op(namespace_id, p), Ok(Some(_))));
-    parents_known || governance.any_participant(namespace_id, [&op.content.signer]).unwrap_or(false)
 }
 
 /// The ops a peer with `heads` lacks, in topological order, under the count and frame limits.

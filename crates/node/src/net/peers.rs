@@ -46,6 +46,54 @@ pub(super) struct KnownPeers {
     dialing: HashMap<PeerId, Duration>,
 }
 
+impl KnownPeers {
+    /// At start: takes in the stored peers; returns the ones to forget: those not seen since
+    /// `ttl_ms` before `now_ms`, then the least recently seen while more than `max` remain
+    /// (none is connected yet).
+    fn load(&mut self, rows: Vec<(PeerId, KnownPeerValue)>, now_ms: u64, ttl_ms: u64, max: usize) -> Vec<PeerId> {
+        self.known.extend(rows);
+        let mut forgotten = self.stale(now_ms.saturating_sub(ttl_ms), |_| false);
+        for peer in &forgotten {
+            self.known.remove(peer);
+        }
+        while self.known.len() > max {
+            let Some(peer) = self.least_recent(|_| false) else { break };
+            self.known.remove(&peer);
+            forgotten.push(peer);
+        }
+        forgotten
+    }
+
+    /// The remembered peers not connected and last seen before `oldest_ms`.
+    fn stale(&self, oldest_ms: u64, connected: impl Fn(&PeerId) -> bool) -> Vec<PeerId> {
+        self.known
+            .iter()
+            .filter(|(peer, known)| known.last_seen_ms < oldest_ms && !connected(peer))
+            .map(|(peer, _)| *peer)
+            .collect()
+    }
+
+    /// The remembered peer seen least recently among those not connected (ties: the
+    /// smallest id, so the choice does not depend on the map's order).
+    fn least_recent(&self, connected: impl Fn(&PeerId) -> bool) -> Option<PeerId> {
+        self.known
+            .iter()
+            .filter(|(peer, _)| !connected(peer))
+            .min_by_key(|(peer, known)| (known.last_seen_ms, peer.to_bytes()))
+            .map(|(peer, _)| *peer)
+    }
+
+    /// A connection to `peer` is up at `now_ms`: its redial is over and, if remembered, it
+    /// is seen now. Whether a redial of it was under way.
+    fn connected(&mut self, peer: &PeerId, now_ms: u64) -> bool {
+        self.due.remove(peer);
+        if let Some(known) = self.known.get_mut(peer) {
+            known.last_seen_ms = now_ms;
+        }
+        self.dialing.remove(peer).is_some()
+    }
+}
+
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
@@ -65,19 +113,17 @@ impl<B: NetBackend> Driver<B> {
                 return;
             }
         };
+        let mut loaded = Vec::with_capacity(rows.len());
         for (row, value) in rows {
             match PeerId::from_bytes(&row.peer_id.0) {
-                Ok(peer) if peer != *self.swarm.local_peer_id() => {
-                    self.peers.known.insert(peer, value);
-                }
+                Ok(peer) if peer != *self.swarm.local_peer_id() => loaded.push((peer, value)),
                 _ => self.forget_known(None, &row),
             }
         }
-        self.expire_known_peers();
-        while self.peers.known.len() > self.config.max_known_peers {
-            if !self.evict_known_peer() {
-                break;
-            }
+        let (ttl_ms, max) = (self.ttl_ms(), self.config.max_known_peers);
+        let forgotten = self.peers.load(loaded, now_ms(), ttl_ms, max);
+        for peer in forgotten {
+            self.forget_known(Some(peer), &key(&peer));
         }
         let peers: Vec<PeerId> = self.peers.known.keys().copied().collect();
         for peer in peers {
@@ -134,12 +180,8 @@ impl<B: NetBackend> Driver<B> {
 
     /// A connection to `peer` is up: a redial of it is no longer needed.
     pub(super) fn known_peer_connected(&mut self, peer: PeerId) {
-        self.peers.due.remove(&peer);
-        if self.peers.dialing.remove(&peer).is_some() {
+        if self.peers.connected(&peer, now_ms()) {
             self.stats.peer_redials_connected.fetch_add(1, Ordering::Relaxed);
-        }
-        if let Some(known) = self.peers.known.get_mut(&peer) {
-            known.last_seen_ms = now_ms();
         }
     }
 
@@ -271,15 +313,8 @@ impl<B: NetBackend> Driver<B> {
 
     /// Forgets the peers not connected and not seen within the TTL.
     fn expire_known_peers(&mut self) {
-        let ttl = u64::try_from(self.config.known_peer_ttl.as_millis()).unwrap_or(u64::MAX);
-        let oldest = now_ms().saturating_sub(ttl);
-        let stale: Vec<PeerId> = self
-            .peers
-            .known
-            .iter()
-            .filter(|(peer, known)| known.last_seen_ms < oldest && !self.swarm.is_connected(peer))
-            .map(|(peer, _)| *peer)
-            .collect();
+        let swarm = &self.swarm;
+        let stale = self.peers.stale(now_ms().saturating_sub(self.ttl_ms()), |p| swarm.is_connected(p));
         for peer in stale {
             self.forget_known(Some(peer), &key(&peer));
         }
@@ -287,13 +322,8 @@ impl<B: NetBackend> Driver<B> {
 
     /// Forgets the least recently seen peer not connected now; false if every one is.
     fn evict_known_peer(&mut self) -> bool {
-        let oldest = self
-            .peers
-            .known
-            .iter()
-            .filter(|(peer, _)| !self.swarm.is_connected(peer))
-            .min_by_key(|(_, known)| known.last_seen_ms)
-            .map(|(peer, _)| *peer);
+        let swarm = &self.swarm;
+        let oldest = self.peers.least_recent(|p| swarm.is_connected(p));
         match oldest {
             Some(peer) => {
                 self.forget_known(Some(peer), &key(&peer));
@@ -303,7 +333,85 @@ impl<B: NetBackend> Driver<B> {
         }
     }
 
+    /// `known_peer_ttl` in milliseconds.
+    fn ttl_ms(&self) -> u64 {
+        u64::try_from(self.config.known_peer_ttl.as_millis()).unwrap_or(u64::MAX)
+    }
+
     fn note_known_peers(&self) {
         self.stats.known_peers.store(self.peers.known.len() as u64, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer() -> PeerId {
+        libp2p::identity::Keypair::generate_ed25519().public().to_peer_id()
+    }
+
+    fn seen(at_ms: u64) -> KnownPeerValue {
+        KnownPeerValue { addresses: Vec::new(), last_seen_ms: at_ms, shared: 1 }
+    }
+
+    const HOUR: u64 = 3_600_000;
+
+    #[test]
+    fn peers_aged_out_are_forgotten_at_start_and_the_oldest_past_the_bound() {
+        let now = 100 * HOUR;
+        let peers: Vec<PeerId> = (0..6).map(|_| peer()).collect();
+        // Seen 1, 2, 3, 4 hours ago, and two past a 10-hour TTL.
+        let ages = [1, 2, 3, 4, 11, 50];
+        let rows = peers.iter().zip(ages).map(|(p, h)| (*p, seen(now - h * HOUR))).collect();
+        let mut known = KnownPeers::default();
+        let forgotten = known.load(rows, now, 10 * HOUR, 3);
+        // The two aged out, then the least recently seen (4 h) past the bound of 3.
+        let mut expected = vec![peers[4], peers[5], peers[3]];
+        let mut got = forgotten.clone();
+        expected.sort();
+        got.sort();
+        assert_eq!(got, expected);
+        let mut kept: Vec<PeerId> = known.known.keys().copied().collect();
+        kept.sort();
+        let mut want = peers[..3].to_vec();
+        want.sort();
+        assert_eq!(kept, want);
+        // Nothing to forget under the TTL and the bound.
+        assert!(known.load(Vec::new(), now, 10 * HOUR, 3).is_empty());
+    }
+
+    #[test]
+    fn the_least_recently_seen_peer_not_connected_goes_first() {
+        let (a, b, c) = (peer(), peer(), peer());
+        let mut known = KnownPeers::default();
+        known.known.extend([(a, seen(10)), (b, seen(20)), (c, seen(30))]);
+        assert_eq!(known.least_recent(|_| false), Some(a));
+        // A connected peer is never evicted, however old.
+        assert_eq!(known.least_recent(|p| *p == a), Some(b));
+        assert_eq!(known.least_recent(|_| true), None);
+        // Stale: unseen since the cut-off and not connected.
+        assert_eq!(known.stale(25, |p| *p == a), vec![b]);
+    }
+
+    #[test]
+    fn a_reconnected_peer_is_seen_again_and_not_aged_out() {
+        let (a, b) = (peer(), peer());
+        let mut known = KnownPeers::default();
+        known.known.extend([(a, seen(10)), (b, seen(10))]);
+        known.due.insert(a, (Instant::now(), REDIAL_FIRST));
+        known.dialing.insert(b, REDIAL_FIRST);
+        // `a` connects by its own dial (no redial under way); `b` answers this node's redial.
+        assert!(!known.connected(&a, 1_000));
+        assert!(known.connected(&b, 2_000));
+        assert!(known.due.is_empty() && known.dialing.is_empty());
+        assert_eq!(known.known[&a].last_seen_ms, 1_000);
+        assert_eq!(known.known[&b].last_seen_ms, 2_000);
+        // Refreshed, they outlive a TTL that would have aged them out.
+        assert!(known.stale(500, |_| false).is_empty());
+        assert_eq!(known.least_recent(|_| false), Some(a));
+        // A peer not remembered is not added by connecting.
+        assert!(!known.connected(&peer(), 3_000));
+        assert_eq!(known.known.len(), 2);
     }
 }

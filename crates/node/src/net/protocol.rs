@@ -31,7 +31,8 @@
 //! requests (`SyncRequest::Sealed`) — with the kind and the context bound as associated
 //! data ([`sealing_header`]); a `Blob` or `Application` answer travels only sealed (a context without a key
 //! serves neither). The requests for status, deltas, snapshots and blob chunks (the asker's
-//! heads, a cursor) stay in the clear: they go to a peer the asker syncs with.
+//! heads, a cursor) stay in the clear: they go only to a peer bound to a member of what they
+//! name, in the asker's fold (see `admission.rs`), so they name nothing a stranger learns.
 //!
 //! Either side answers `Unknown` for a context or namespace it does not hold, `Busy`
 //! to a request it refuses unserved because the asker went past its per-peer bounds (see

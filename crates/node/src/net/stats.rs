@@ -216,6 +216,16 @@ net_stats! {
     ops_not_buffered => Counter "governance_ops_not_buffered"
         "Governance ops from peers whose parents are unknown and that were not kept waiting for them \
          (signer not a participant, its share of the buffer used, or the buffer full); not forwarded",
+    /// Context deltas from peers not kept waiting for their missing parents: their author is
+    /// no member of the context's group here, or has
+    /// [`MAX_PENDING_PER_AUTHOR`](crate::context::engine::MAX_PENDING_PER_AUTHOR) deltas waiting.
+    deltas_not_buffered => Counter "deltas_not_buffered"
+        "Context deltas from peers whose parents are missing and that were not kept waiting for them \
+         (author no member of the context's group here, or its share of the pending set used); not forwarded",
+    /// Sync requests not sent: they named a context, namespace or group to a peer bound to no
+    /// member of it (see `admission.rs`).
+    sync_requests_withheld => Counter "sync_requests_withheld"
+        "Sync requests not sent because they named a context or namespace to a peer bound to no member of it",
     /// `Busy` answers peers gave to this node's requests.
     busy_received => Counter "sync_busy_received" "Busy answers peers gave to this node's sync requests",
     /// Blob chunks received from peers and stored.

@@ -94,6 +94,7 @@ impl From<EngineError> for ServiceError {
                 ServiceError::Busy(format!("the context's pending set is full ({limit} deltas)"))
             }
             ahead @ EngineError::Ahead { .. } => ServiceError::Busy(ahead.to_string()),
+            not_kept @ EngineError::NotKept(_) => ServiceError::Busy(not_kept.to_string()),
             other => ServiceError::Internal(Box::new(other)),
         }
     }

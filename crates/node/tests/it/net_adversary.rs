@@ -199,8 +199,8 @@ fn forged_entry() -> RepairEntry {
     }
 }
 
-fn evil_swarm() -> Swarm<Evil> {
-    libp2p::SwarmBuilder::with_existing_identity(identity::Keypair::generate_ed25519())
+fn evil_swarm(keypair: identity::Keypair) -> Swarm<Evil> {
+    libp2p::SwarmBuilder::with_existing_identity(keypair)
         .with_tokio()
         .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)
         .unwrap()
@@ -312,6 +312,15 @@ async fn garbage_oversized_forged_and_replayed_messages_are_rejected_and_the_oth
     a.gov
         .act(ns, ns.root_group(), &admin, OpBody::MemberAdded { identity: b_identity.public_key(), role: Role::Member })
         .unwrap();
+    let evil_member = SecretKey::from_bytes(&[0xed; 32]);
+    a.gov
+        .act(
+            ns,
+            ns.root_group(),
+            &admin,
+            OpBody::MemberAdded { identity: evil_member.public_key(), role: Role::Member },
+        )
+        .unwrap();
     let a_addr = addr(&a.net).await;
     let b = start(store_with_identity(ns, &b_identity), 2, config(vec![a_addr.clone()], TICK), false, &[CTX]).await;
     b.net.join_namespace(ns).await.unwrap();
@@ -382,7 +391,11 @@ async fn garbage_oversized_forged_and_replayed_messages_are_rejected_and_the_oth
         forged_op: forged_op.clone(),
         served: 0,
     };
-    tokio::spawn(run_adversary(evil_swarm(), rx, lies));
+    // The adversary is a member (a malicious one): A asks it about the namespace and the
+    // context (a node names a log only to a peer bound to a member of it).
+    let evil_keypair = identity::Keypair::generate_ed25519();
+    let evil_peer = evil_keypair.public().to_peer_id();
+    tokio::spawn(run_adversary(evil_swarm(evil_keypair), rx, lies));
     let a_peer = a.net.peer_id();
     let ctx_topic = weft_node::net::topics::context_topic_name(&CTX, None);
     let ns_topic = weft_node::net::topics::namespace_topic_name(&ns, None);
@@ -394,6 +407,12 @@ async fn garbage_oversized_forged_and_replayed_messages_are_rejected_and_the_oth
         cmds.send(Cmd::AwaitSubscribed(a_peer, topic.clone(), tx)).await.unwrap();
         tokio::time::timeout(WITHIN, rx).await.unwrap().unwrap();
     }
+    let bind = SyncRequest::Bind {
+        identity: evil_member.public_key(),
+        signature: evil_member.sign(&protocol::bind_challenge(&evil_peer, &a_peer)),
+    };
+    let bound = request(&cmds, a_peer, protocol::encode(&bind).unwrap()).await.expect("the bind is answered");
+    assert_eq!(protocol::decode::<SyncResponse>(&bound[4..]).unwrap(), SyncResponse::Bound);
     let mut events = a.net.subscribe();
 
     // Gossip: garbage, forged, tampered, replayed (the exact bytes A published: a duplicate,
@@ -579,7 +598,7 @@ async fn request_bytes(cmds: &mpsc::Sender<Cmd>, peer: PeerId, bytes: Vec<u8>) -
 /// Starts the flooding adversary connected to `target`, subscribed to the context's topic.
 async fn flooder(target: &Node<weft_store::MemoryBackend>, target_addr: Multiaddr) -> mpsc::Sender<Cmd> {
     let (cmds, rx) = mpsc::channel(1024);
-    tokio::spawn(run_adversary(evil_swarm(), rx, idle_lies()));
+    tokio::spawn(run_adversary(evil_swarm(identity::Keypair::generate_ed25519()), rx, idle_lies()));
     let topic = weft_node::net::topics::context_topic_name(&CTX, None);
     cmds.send(Cmd::Subscribe(topic.clone())).await.unwrap();
     cmds.send(Cmd::Dial(target_addr)).await.unwrap();

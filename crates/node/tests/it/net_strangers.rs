@@ -357,3 +357,83 @@ async fn ops_with_invented_parents_are_not_kept_or_forwarded_past_the_bounds() {
     publish_ops(&a, ns, &[id]).await;
     eventually(WITHIN, "B logs the admin's op", || b.gov.op(&ns, &id).unwrap().is_some()).await;
 }
+
+/// Whether `bytes` hold any of `ids` (32 bytes each) anywhere.
+fn names_any(bytes: &[u8], ids: &[[u8; 32]]) -> bool {
+    ids.iter().any(|id| bytes.windows(32).any(|w| w == id))
+}
+
+/// A stranger connected to a member's node — a raw libp2p peer binding an identity of its own,
+/// answering every request `Refused` and recording what it is asked — is never sent a request
+/// naming a context, a namespace or a group, nor an answer carrying one, while a member's node
+/// connected to the same node is asked about them round after round (issue 23, item 4). On main
+/// the node asked the stranger the status of every context and namespace it held as soon as it
+/// connected, and again at every round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_is_never_told_which_logs_a_node_holds() {
+    let (a, ns, member) = governed_node(3, config(vec![], TICK)).await;
+    let a_addr = addr(&a.net).await;
+    let m = start(store_with_identity(ns, &member), 2, config(vec![a_addr.clone()], TICK), true, &[CTX]).await;
+    m.net.join_namespace(ns).await.unwrap();
+    governance_converged(&[&a, &m], ns, WITHIN).await;
+    context_converged(&[&a, &m], CTX, WITHIN).await;
+    let ids = [*ns.as_bytes(), *CTX.as_bytes(), *ns.root_group().as_bytes()];
+
+    let mut swarm = stranger();
+    let target = a.net.peer_id();
+    let own = key(0x66);
+    swarm.dial(a_addr).unwrap();
+    let (mut asked, mut answers): (Vec<SyncRequest>, Vec<SyncResponse>) = (Vec::new(), Vec::new());
+    let a_stats = a.net.stats();
+    let mut sent_at_connection = None;
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    loop {
+        // A has gone through rounds of asking its member's node (two requests a round): enough
+        // for it to have asked the stranger too, as it did on main.
+        let sent = a_stats.sync_requests_sent.load(Ordering::Relaxed);
+        if sent_at_connection.is_some_and(|at| sent >= at + 30) && !asked.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the node went quiet: {} requests sent, {} asked of the stranger",
+            sent,
+            asked.len()
+        );
+        let Ok(event) = tokio::time::timeout(Duration::from_millis(100), swarm.select_next_some()).await else {
+            continue;
+        };
+        match event {
+            SwarmEvent::ConnectionEstablished { peer_id, .. } if peer_id == target => {
+                sent_at_connection = Some(sent);
+                let signature = own.sign(&bind_challenge(swarm.local_peer_id(), &target));
+                swarm
+                    .behaviour_mut()
+                    .send_request(&target, SyncRequest::Bind { identity: own.public_key(), signature });
+            }
+            SwarmEvent::ConnectionClosed { peer_id, .. } if peer_id == target => {
+                panic!("the node closed the connection")
+            }
+            SwarmEvent::Behaviour(request_response::Event::Message { message, .. }) => match message {
+                request_response::Message::Request { request, channel, .. } => {
+                    asked.push(request);
+                    let _ = swarm.behaviour_mut().send_response(channel, SyncResponse::Refused);
+                }
+                request_response::Message::Response { response, .. } => answers.push(response),
+            },
+            _ => {}
+        }
+    }
+    for request in &asked {
+        let bytes = borsh::to_vec(request).unwrap();
+        assert!(!names_any(&bytes, &ids), "the stranger was asked {request:?}");
+    }
+    for answer in &answers {
+        assert!(!names_any(&borsh::to_vec(answer).unwrap(), &ids), "the stranger was answered {answer:?}");
+    }
+    assert!(asked.iter().all(|r| matches!(r, SyncRequest::Bind { .. })), "{asked:?}");
+    assert!(a_stats.sync_requests_withheld.load(Ordering::Relaxed) > 0);
+    // The member's node is still asked and kept in sync.
+    write_as(&a, ns, &member, "later").await;
+    context_converged(&[&a, &m], CTX, WITHIN).await;
+}

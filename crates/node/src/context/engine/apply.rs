@@ -111,7 +111,7 @@ impl<B: Backend> ContextEngine<B> {
     ) -> Result<ApplyOutcome, EngineError> {
         self.precheck(context_id, &delta, authorizer)?;
         check_signature(&delta)?;
-        self.admit_valid(context_id, delta)
+        self.admit_valid(context_id, delta, authorizer)
     }
 
     /// Receives a run of deltas from a peer (in the order given), checking their signatures
@@ -132,7 +132,7 @@ impl<B: Backend> ContextEngine<B> {
             })
             .collect();
         if items.len() <= VERIFY_CHUNK {
-            return self.admit_run(context_id, verified(items));
+            return self.admit_run(context_id, verified(items), authorizer);
         }
         // A longer run: the next chunk's signatures are checked on other threads while this
         // chunk is applied (the verdicts are the same, in the same order), so on a catch-up
@@ -154,7 +154,7 @@ impl<B: Backend> ContextEngine<B> {
                 Some(chunk)
             })
             .flatten();
-            self.admit_run(context_id, stream)
+            self.admit_run(context_id, stream, authorizer)
         })
     }
 
@@ -167,6 +167,7 @@ impl<B: Backend> ContextEngine<B> {
         &self,
         context_id: &ContextId,
         deltas: impl IntoIterator<Item = Result<ContextDagDeltaValue, EngineError>>,
+        authorizer: &dyn Authorizer,
     ) -> Vec<Result<ApplyOutcome, EngineError>> {
         let _guard = lock(&self.apply_lock);
         let deltas = deltas.into_iter();
@@ -227,7 +228,7 @@ impl<B: Backend> ContextEngine<B> {
                     // It waits, or it may release waiting deltas: the run is committed first,
                     // since the pending set is read from the store.
                     self.commit_run(context_id, run.take(), &mut in_run, &mut results);
-                    results.push(self.admit_locked(context_id, delta));
+                    results.push(self.admit_locked(context_id, delta, authorizer));
                 }
             }
         }
@@ -340,20 +341,32 @@ impl<B: Backend> ContextEngine<B> {
     }
 
     /// Admits a delta known to be valid: applies it and what it releases, or stores it pending.
-    fn admit_valid(&self, context_id: &ContextId, delta: ContextDagDeltaValue) -> Result<ApplyOutcome, EngineError> {
+    fn admit_valid(
+        &self,
+        context_id: &ContextId,
+        delta: ContextDagDeltaValue,
+        authorizer: &dyn Authorizer,
+    ) -> Result<ApplyOutcome, EngineError> {
         lock(&self.clock).observe(delta.hlc, weft_primitives::wall_clock_ms());
         let _guard = lock(&self.apply_lock);
-        self.admit_locked(context_id, delta)
+        self.admit_locked(context_id, delta, authorizer)
     }
 
-    /// [`ContextEngine::admit_valid`] with the apply lock held.
-    fn admit_locked(&self, context_id: &ContextId, delta: ContextDagDeltaValue) -> Result<ApplyOutcome, EngineError> {
+    /// [`ContextEngine::admit_valid`] with the apply lock held. A delta whose parents are
+    /// missing waits only if `authorizer` and the pending bounds let it (see `pending.rs`).
+    fn admit_locked(
+        &self,
+        context_id: &ContextId,
+        delta: ContextDagDeltaValue,
+        authorizer: &dyn Authorizer,
+    ) -> Result<ApplyOutcome, EngineError> {
         let mut outcome = ApplyOutcome::default();
         let admission = weft_dag::admit(&self.dag(context_id), &delta.delta_id, &delta.parents, &self.dag_limits())?;
         match admission {
             Admission::Known { .. } => outcome.duplicate = true,
             Admission::Pending { missing } => {
                 self.meta(context_id)?;
+                self.may_keep_pending(context_id, &delta, authorizer)?;
                 let status = self.store.get(&ContextStatus { context_id: *context_id })?.unwrap_or_default();
                 let mut batch = self.store.batch();
                 batch.put(&ContextDagDelta { context_id: *context_id, delta_id: delta.delta_id }, &delta);
@@ -366,6 +379,7 @@ impl<B: Backend> ContextEngine<B> {
                     &ContextStatusValue { pending_count: status.pending_count + 1, ..status },
                 );
                 self.store.write(batch)?;
+                self.kept_pending(context_id, &delta);
                 outcome.missing = missing;
             }
             Admission::Ready { height } => {
@@ -478,6 +492,7 @@ impl<B: Backend> ContextEngine<B> {
 
         let heads = weft_dag::next_heads(&run.meta.dag_heads, delta.delta_id, &delta.parents);
         if was_pending {
+            self.released_pending(context_id, &delta.delta_id);
             status.pending_count = status.pending_count.saturating_sub(1);
             for parent in &delta.parents {
                 run.batch.delete(&PendingByParent { context_id: *context_id, parent: *parent, child: delta.delta_id });

@@ -29,10 +29,12 @@ use crate::trie::{self, TrieMemory};
 
 mod apply;
 pub mod checkpoint;
+mod pending;
 mod repair;
 mod snapshot;
 
 pub use checkpoint::{TrieCheck, TrieStats};
+pub use pending::{NotKept, MAX_PENDING_PER_AUTHOR, PENDING_TTL};
 pub use repair::{
     hash_prefix, HashPrefix, RepairEntry, RepairOutcome, RepairWalk, WalkNode, WalkReply, MAX_PATH, MAX_SESSION_KEYS,
     SMALL_SUBTREE_CHILDREN, SMALL_SUBTREE_LEAVES, WALK_HASH_BYTES, WALK_LEAVES,
@@ -46,6 +48,13 @@ pub const SYNC_MARKS_WALK: usize = 1024;
 pub trait Authorizer {
     /// Whether `author` may write `delta` to `context`.
     fn may_write(&self, context: &ContextId, author: &PublicKey, delta: &ContextDagDeltaValue) -> bool;
+
+    /// Whether a delta by `author` whose parents are missing may wait for them here: its
+    /// author is a member of the context now, as far as this node can tell (see
+    /// `pending.rs`). Deciding only what waits, never what is valid. Yes by default.
+    fn may_wait(&self, _context: &ContextId, _author: &PublicKey) -> bool {
+        true
+    }
 }
 
 /// Lets any author with a valid signature write (for single-owner contexts and tests).
@@ -59,6 +68,10 @@ impl Authorizer for AnyAuthor {
 
 impl Authorizer for BTreeSet<PublicKey> {
     fn may_write(&self, _: &ContextId, author: &PublicKey, _: &ContextDagDeltaValue) -> bool {
+        self.contains(author)
+    }
+
+    fn may_wait(&self, _: &ContextId, author: &PublicKey) -> bool {
         self.contains(author)
     }
 }
@@ -98,6 +111,10 @@ pub enum EngineError {
         /// The delta, to hold and receive again later.
         delta: Box<ContextDagDeltaValue>,
     },
+    /// The delta's parents are missing and it may not wait for them here (its author is no
+    /// member now, or has its share of the pending set): nothing changed (see `pending.rs`).
+    #[error("not kept waiting for its parents: {0}")]
+    NotKept(#[from] NotKept),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -217,6 +234,11 @@ pub struct EngineConfig {
     pub limits: DeltaLimits,
     /// Most deltas a context may hold pending.
     pub max_pending: u64,
+    /// Most of those one author may hold ([`MAX_PENDING_PER_AUTHOR`] by default).
+    pub max_pending_per_author: usize,
+    /// How long a delta may wait for its parents ([`PENDING_TTL`] by default); one that
+    /// waited longer is dropped (see `pending.rs`).
+    pub pending_ttl: std::time::Duration,
     /// Memory for decoded Merkle branch nodes, so an update reads the store only near the
     /// leaves (0 disables the cache).
     pub trie_cache_bytes: usize,
@@ -239,13 +261,16 @@ pub struct EngineConfig {
 }
 
 impl Default for EngineConfig {
-    /// Default limits, 100,000 pending deltas per context, a 64 MiB trie cache, checkpoints
+    /// Default limits, 100,000 pending deltas per context (1,024 per author, 10 minutes
+    /// each), a 64 MiB trie cache, checkpoints
     /// past 64 MiB of changed trie nodes or 262,144 keys changed in one context, timestamps
     /// at most [`weft_primitives::DEFAULT_MAX_CLOCK_DRIFT_MS`] (60 s) ahead.
     fn default() -> Self {
         EngineConfig {
             limits: DeltaLimits::default(),
             max_pending: 100_000,
+            max_pending_per_author: MAX_PENDING_PER_AUTHOR,
+            pending_ttl: PENDING_TTL,
             trie_cache_bytes: 256 << 20,
             checkpoint_bytes: 128 << 20,
             checkpoint_keys: 1 << 18,
@@ -272,6 +297,8 @@ pub struct ContextEngine<B: Backend> {
     checkpoints: std::sync::atomic::AtomicU64,
     /// Tries rebuilt from the state at recovery (for metrics).
     trie_rebuilds: std::sync::atomic::AtomicU64,
+    /// The deltas waiting in each context's pending set, by author (see `pending.rs`).
+    waiting: Mutex<pending::Waiting>,
 }
 
 /// A read view of one context's DAG bookkeeping, for weft-dag's decisions: applied
@@ -343,6 +370,7 @@ impl<B: Backend> ContextEngine<B> {
             flush: Mutex::new(None),
             checkpoints: std::sync::atomic::AtomicU64::new(0),
             trie_rebuilds: std::sync::atomic::AtomicU64::new(0),
+            waiting: Mutex::new(pending::Waiting::default()),
         }
     }
 

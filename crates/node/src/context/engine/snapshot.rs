@@ -474,6 +474,7 @@ impl<B: Backend> ContextEngine<B> {
         batch.delete_prefix(&MerkleNode::prefix(&context_id))?;
         self.replace_trie(&context_id, trie);
         self.write_checkpointed(&context_id, batch, &meta, &status)?;
+        self.forget_waiting(&context_id);
 
         let mut released = ApplyOutcome::default();
         awaited.sort_unstable();

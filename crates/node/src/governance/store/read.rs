@@ -199,6 +199,28 @@ impl<B: Backend> Governance<B> {
         self.with_loaded(namespace_id, |l| l.pending.len())
     }
 
+    /// How many ops each signer holds waiting for their parents in a namespace (at most
+    /// `max_pending_per_signer` each).
+    pub fn pending_by_signer(&self, namespace_id: &NamespaceId) -> Result<HashMap<PublicKey, usize>, GovernanceError> {
+        self.with_loaded(namespace_id, |l| {
+            let mut counts = HashMap::new();
+            for op in l.pending.values() {
+                *counts.entry(op.content.signer).or_default() += 1;
+            }
+            counts
+        })
+    }
+
+    /// Whether a peer's op may wait here for its parents (the network asks before it submits
+    /// one): it need not (they are all logged), or its signer is a participant of the
+    /// namespace in this node's fold. A stranger's op citing ops unknown here is not kept (it
+    /// could fill the buffer with ops that never resolve) nor forwarded; a catch-up from a
+    /// peer brings it again in order, parents first, if it is real.
+    pub fn may_wait(&self, namespace_id: &NamespaceId, op: &SignedOp) -> bool {
+        let parents_known = op.content.parents.iter().all(|p| matches!(self.op(namespace_id, p), Ok(Some(_))));
+        parents_known || self.any_participant(namespace_id, [&op.content.signer]).unwrap_or(false)
+    }
+
     /// A group's log (the ops acting on it, in the order this node logged them),
     /// from sequence `after + 1`, at most `limit` ops.
     pub fn group_log(
