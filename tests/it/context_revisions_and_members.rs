@@ -91,7 +91,7 @@ fn revisions_and_members_agree_on_every_member_and_land_at_seed_002s_layout() {
     all_reach(&nodes, &ctx, (1, 3), "c added");
     let b_id = b.ok("node_info", json!({}))["identity"].as_str().unwrap().to_string();
     let c_id = c.ok("node_info", json!({}))["identity"].as_str().unwrap().to_string();
-    let mut everyone = vec![a_id.clone(), b_id.clone(), c_id.clone()];
+    let mut everyone = [a_id.clone(), b_id.clone(), c_id.clone()];
     everyone.sort();
     for (node, me) in [(&a, &a_id), (&b, &b_id), (&c, &c_id)] {
         let listed = directory(node, &ctx);
