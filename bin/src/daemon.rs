@@ -323,7 +323,7 @@ pub fn backup(home: &Home, dest: &Path, include_secrets: bool) -> Result<(), Dae
 }
 
 /// Deletes the node's private keys from a store copy — its identities in namespaces (0x37)
-/// and contexts (the Identity column), the group signing keys it created (0x25; an admin
+/// and the keys in its own rows of the contexts' member directories (the Identity column), the group signing keys it created (0x25; an admin
 /// restored without them registers a new one on its next invitation), and the group keys it was sent (0x3A; with the
 /// identities restored they are opened again from the op log) — and compacts those columns so the bytes are gone from
 /// the copy's files, not just hidden by tombstones.
@@ -344,8 +344,12 @@ fn scrub_secrets(data: &Path, rocks: &weft_store::RocksConfig) -> Result<(), Dae
     for (key, _) in &namespaces {
         batch.delete(key);
     }
-    for (key, _) in &contexts {
-        batch.delete(key);
+    // The member directories stay (public: the groups' members); this node's own rows lose
+    // their keys.
+    for (key, value) in &contexts {
+        if value.private_key.is_some() || value.sender_key.is_some() {
+            batch.put(key, &weft_primitives::ContextIdentityValue { private_key: None, sender_key: None });
+        }
     }
     store.write(batch).map_err(store_err)?;
     store.flush().map_err(store_err)?;

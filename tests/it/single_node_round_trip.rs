@@ -171,6 +171,10 @@ fn state_round_trips_through_rpc_and_cli_with_one_root() {
     assert_eq!(refused["code"], -32002, "{refused}");
     keyless.stop();
     assert_eq!(signing_keys_in(&plain.join("data")), 0, "the signing key is a secret");
+    // The context's member directory stays, without this node's keys in its own row.
+    // (Three rows: `ctx`'s creator and the node identity it invited, and `with_app`'s creator;
+    // the two creators' rows are this node's own.)
+    assert_eq!(directory_in(&plain.join("data")), (3, 0), "three members, no private key");
     let full = dir.path().join("backup-full");
     stdout_ok(
         &Command::new(WEFTD).args(["backup", "--include-secrets", "--home"]).arg(&home).arg(&full).output().unwrap(),
@@ -180,6 +184,18 @@ fn state_round_trips_through_rpc_and_cli_with_one_root() {
     assert_eq!(restored.ok("node_info", json!({}))["identity"], info["identity"]);
     restored.stop();
     assert_eq!(signing_keys_in(&full.join("data")), 1);
+    assert_eq!(directory_in(&full.join("data")), (3, 2));
+}
+
+/// The rows of the contexts' member directories (Identity column) in a store, and how many
+/// of them hold a private key.
+fn directory_in(data: &std::path::Path) -> (usize, usize) {
+    use weft_store::schema::{Column, ContextIdentity};
+    use weft_store::Read as _;
+    let backend = weft_store::RocksBackend::open::<Column>(data, &weft_store::RocksConfig::default()).unwrap();
+    let store: weft_store::Store<_, Column> = weft_store::Store::open(backend).unwrap();
+    let rows = store.scan(weft_store::Prefix::<ContextIdentity>::family()).collect_all().unwrap();
+    (rows.len(), rows.iter().filter(|(_, v)| v.private_key.is_some()).count())
 }
 
 #[test]

@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 use clap::Subcommand;
 use weft_node::rpc::api::WeftApiClient as _;
 use weft_node::rpc::types::{
-    CallParams, ContextCreateParams, ContextInviteParams, ContextJoinParams, ContextParams, ContextStatus, Event,
-    NoParams,
+    CallParams, ContextCreateParams, ContextInviteParams, ContextJoinParams, ContextMembersParams, ContextParams,
+    ContextStatus, ContextStatusParams, ContextStatusReply, Event, NoParams, Revision,
 };
 
 use super::args::EncodingArg;
 use super::client::{CliError, Client};
-use super::output::{bar, print, read_input, snapshot_bar, text};
+use super::output::{bar, next_page, print, read_input, snapshot_bar, text};
 use super::subscriptions;
 
 /// `weft context`
@@ -73,10 +73,30 @@ pub enum ContextCmd {
     },
     /// List this node's contexts (context_list).
     List,
-    /// Heads, root hash, counters and members of a context (context_status).
+    /// Heads, root hash, counters, members and revisions of a context (context_status).
     Status {
         /// The context id.
         context_id: String,
+        /// The revisions last seen, APPLICATION,MEMBERS (a previous status's
+        /// `application_revision` and `members_revision`): print `unchanged` if both are
+        /// still current, the status otherwise.
+        #[arg(long, value_name = "APPLICATION,MEMBERS")]
+        if_revision: Option<String>,
+    },
+    /// List a context's members, one page at a time, this node's own identity marked
+    /// (context_members).
+    Members {
+        /// The context id.
+        context_id: String,
+        /// Start after this identity (a previous page's cursor).
+        #[arg(long, value_name = "IDENTITY")]
+        start_after: Option<String>,
+        /// Members per page (the node clamps it to 1..=1000) [default: 100].
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Follow the cursor and print every page.
+        #[arg(long)]
+        all: bool,
     },
     /// Run a method of the context's application on this node, as its member identity
     /// (context_call); prints what it returned. Its writes and events become one signed
@@ -188,9 +208,16 @@ pub async fn run(client: &Client, json_out: bool, cmd: ContextCmd) -> Result<(),
                     .join("\n")
             });
         }
-        ContextCmd::Status { context_id } => {
-            let r = client.ask(api.context_status(ContextParams { context_id })).await?;
-            print(json_out, &r, status);
+        ContextCmd::Status { context_id, if_revision } => {
+            let if_revision = if_revision.as_deref().map(parse_revision).transpose()?;
+            let r = client.ask(api.context_status(ContextStatusParams { context_id, if_revision })).await?;
+            print(json_out, &r, |r| match r {
+                ContextStatusReply::Unchanged(_) => "unchanged".to_string(),
+                ContextStatusReply::Status(s) => status(s),
+            });
+        }
+        ContextCmd::Members { context_id, start_after, limit, all } => {
+            members(client, json_out, context_id, start_after, limit, all).await?
         }
         ContextCmd::Call { context_id, method, args, encoding } => {
             let params =
@@ -237,7 +264,7 @@ fn call_args(args: Option<String>, encoding: EncodingArg) -> Result<String, CliE
 /// `context_status` as people read it.
 fn status(r: &ContextStatus) -> String {
     format!(
-        "context   {}\ngroup     {}\nroot      {}\nheads     {}\ndeltas    {} applied, {} pending\nkeys      {}\ndiverged  {}\nmembers   {}\nin sync   {}",
+        "context   {}\ngroup     {}\nroot      {}\nheads     {}\ndeltas    {} applied, {} pending\nkeys      {}\ndiverged  {}\nmembers   {}\nrevisions application {}, members {}\nin sync   {}",
         r.context_id,
         text(&r.group_id),
         r.root_hash,
@@ -247,8 +274,47 @@ fn status(r: &ContextStatus) -> String {
         r.key_count,
         r.diverged,
         r.members.join(" "),
+        r.application_revision,
+        r.members_revision,
         r.peers_in_sync.join(" "),
     )
+}
+
+/// `--if-revision APPLICATION,MEMBERS`.
+fn parse_revision(text: &str) -> Result<Revision, CliError> {
+    let bad = || CliError::Input(format!("--if-revision {text:?}: expected APPLICATION,MEMBERS (two numbers)"));
+    let (application, members) = text.split_once(',').ok_or_else(bad)?;
+    Ok(Revision {
+        application_revision: application.trim().parse().map_err(|_| bad())?,
+        members_revision: members.trim().parse().map_err(|_| bad())?,
+    })
+}
+
+/// `weft context members`: pages of `context_members`, as `weft group members` prints its own.
+async fn members(
+    client: &Client,
+    json_out: bool,
+    context_id: String,
+    start_after: Option<String>,
+    limit: Option<u32>,
+    all: bool,
+) -> Result<(), CliError> {
+    let mut cursor = start_after;
+    loop {
+        let params = ContextMembersParams { context_id: context_id.clone(), start_after: cursor, limit };
+        let r = client.ask(client.api().context_members(params)).await?;
+        print(json_out, &r, |r| {
+            r.members
+                .iter()
+                .map(|m| if m.own { format!("{}  (this node)", m.identity) } else { m.identity.clone() })
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+        match next_page(r.next, all, json_out, "members") {
+            Some(next) => cursor = Some(next),
+            None => return Ok(()),
+        }
+    }
 }
 
 /// Polls `context_status` until a peer is in sync with no deltas pending, showing progress on
@@ -257,8 +323,13 @@ async fn wait_in_sync(client: &Client, context_id: &str, timeout: Duration, json
     let deadline = Instant::now() + timeout;
     let interactive = !json_out && std::io::IsTerminal::is_terminal(&std::io::stderr());
     loop {
-        let params = ContextParams { context_id: context_id.to_string() };
-        let r = client.ask(client.api().context_status(params)).await?;
+        let params = ContextStatusParams { context_id: context_id.to_string(), if_revision: None };
+        let r = match client.ask(client.api().context_status(params)).await? {
+            ContextStatusReply::Status(s) => *s,
+            ContextStatusReply::Unchanged(_) => {
+                return Err(CliError::Transport("context_status answered `unchanged` to no if_revision".into()))
+            }
+        };
         let in_sync = !r.peers_in_sync.is_empty();
         let (pending, applied) = (r.pending_count, r.delta_count);
         if interactive {

@@ -40,6 +40,7 @@ mod fetch;
 mod groups;
 pub mod invitation;
 mod network;
+mod revisions;
 mod state;
 
 use std::collections::HashMap;

@@ -22,13 +22,13 @@ pub const BLOB_MIN_SIZE: u64 = 4096;
 
 columns! {
     /// The node's column families (seed 002). The string is the stable on-disk name.
-    pub enum Column: version 4, meta Meta {
+    pub enum Column: version 5, meta Meta {
         /// Context metadata (application, root hash, DAG heads); also the schema version row.
         Meta => "meta", ColumnOptions::point();
         /// Per-context revision counters.
         Config => "config", ColumnOptions::point();
-        /// This node's keypair per context.
-        Identity => "identity", ColumnOptions::point();
+        /// Each context's member directory (this node's own row holding its keys), by context.
+        Identity => "identity", ColumnOptions::point_and_scan(32);
         /// Shared context state: application keys in their own order.
         State => "state", ColumnOptions::point_and_scan(32);
         /// Node-local private state, never replicated.
@@ -63,6 +63,13 @@ columns! {
 ///   (0x08) are deleted. The trie is a function of the state, so nothing is lost: the
 ///   engine builds each context's trie from its state rows at the context's first use
 ///   (and checks it against the root in `ContextMeta`).
+/// - 4 → 5: the Config column's revision counters (`ContextConfig`) and the Identity column's
+///   member directory (`ContextIdentity`, now keyed by context and member). Both are
+///   functions of the governance log and the contexts' metadata, which this crate cannot
+///   fold: the store step has nothing to rewrite, and the node writes the rows of every
+///   context that lacks its `ContextConfig` row when it first loads the context's namespace
+///   (`weft_node`'s governance). The version moves so that a binary that does not maintain
+///   these rows refuses a store that has them (they would go stale under it).
 pub fn migrations<B: Backend>() -> Vec<Migration<B, Column>> {
     vec![
         Migration { from: 1, description: "the trie journal (Generic 0x08): nothing to rewrite", run: |_| Ok(()) },
@@ -72,6 +79,11 @@ pub fn migrations<B: Backend>() -> Vec<Migration<B, Column>> {
             run: |_| Ok(()),
         },
         Migration { from: 3, description: "Merkle leaves move into their parent branch rows", run: drop_trie_rows },
+        Migration {
+            from: 4,
+            description: "context revisions (Config) and member directories (Identity): written by the node at load",
+            run: |_| Ok(()),
+        },
     ]
 }
 
@@ -99,10 +111,11 @@ keys! {
     // Context columns.
     /// Context metadata.
     pub struct ContextMeta in Meta { context_id: ContextId } => B<ContextMetaValue>;
-    /// Per-context revision counters.
+    /// Per-context revision counters: the context's application and its membership.
     pub struct ContextConfig in Config { context_id: ContextId } => B<ContextConfigValue>;
-    /// This node's identity within a context.
-    pub struct ContextIdentity in Identity { context_id: ContextId } => B<ContextIdentityValue>;
+    /// A member of a context (its group's members): the private and sender keys only in
+    /// this node's own row.
+    pub struct ContextIdentity in Identity { context_id: ContextId, public_key: PublicKey } => B<ContextIdentityValue>;
     /// A shared state entry: context id, then the application key as given.
     pub struct ContextState in State { context_id: ContextId ; app_key: RawTail } => Raw;
     /// A private (node-local) state entry.

@@ -1,5 +1,6 @@
 //! Contexts: replicated key-value state and the structures that prove two replicas agree.
 
+pub mod config;
 pub mod delta;
 pub mod engine;
 

@@ -62,6 +62,19 @@
 //! [`Governance::context_members_joined`] and [`Governance::contexts_joined`].
 //! `context_join` signs the op after the join succeeded.
 //!
+//! ## Context member directories and revisions (Identity, Config)
+//!
+//! A context's members are the members of the group it is registered in. The fold counts,
+//! per context, the changes of that set ([`GovState::members_revisions`]: a member added,
+//! removed or leaving, the context registered, detached or its group deleted; not roles,
+//! capabilities or aliases), and the submit that changes it writes, in its batch, the
+//! context's directory rows (`ContextIdentity`, by difference; this node's own row holds its
+//! namespace identity's keys) and the new `members_revision` (`ContextConfig`); see
+//! `store::directory`. A store written before these rows were kept gets them when the
+//! namespace is loaded. The application revision in the same row is written by the engine
+//! when it creates the context and by [`Governance::apply_upgrade`] and
+//! [`Governance::record_migration`] when they move it (see `crate::context::config`).
+//!
 //! ## Upgrades and per-context migrations (0x24, 0x2B)
 //!
 //! `TargetApplicationSet` changes the group's target application; the fold
@@ -132,6 +145,6 @@ pub use keys::{namespace_rotation_body, open_rotation, rotation_body, KeyAnswer,
 pub use op::{check_shape, check_signature, decode_op, InvalidOp, OpLimits};
 pub use state::{can_receive_keys, BodyOutcome, GovState, GroupState, Rejection, Stage, MAX_NONCE_AHEAD};
 pub use store::{
-    Governance, GovernanceConfig, GovernanceError, MemberInfo, SubmitOutcome, Submitted, MAX_PENDING_PER_SIGNER,
-    PENDING_TTL,
+    DirectoryEntry, Governance, GovernanceConfig, GovernanceError, MemberInfo, SubmitOutcome, Submitted,
+    MAX_PENDING_PER_SIGNER, PENDING_TTL,
 };

@@ -468,6 +468,12 @@ pub struct GovState {
     pub namespace_key_holders: BTreeSet<PublicKey>,
     /// Every namespace key id rotated to (none may be reused).
     pub namespace_key_ids: BTreeSet<KeyId>,
+    /// Each context's members revision (ContextConfig): how many times, in this fold, the
+    /// set of its members (the members of the group it is registered in) changed — a member
+    /// added or removed, leaving, the context registered, detached or its group deleted. A
+    /// fold result, the same on every node holding the same ops; a context keeps its count
+    /// after it is detached (so a later registration counts on from it).
+    pub members_revisions: BTreeMap<ContextId, u64>,
 }
 
 impl GovState {
@@ -481,6 +487,34 @@ impl GovState {
             namespace_key: None,
             namespace_key_holders: BTreeSet::new(),
             namespace_key_ids: BTreeSet::new(),
+            members_revisions: BTreeMap::new(),
+        }
+    }
+
+    /// A context's members revision in this fold (0: its membership never changed here).
+    pub fn members_revision(&self, context_id: &ContextId) -> u64 {
+        self.members_revisions.get(context_id).copied().unwrap_or(0)
+    }
+
+    /// The contexts whose member set `op` (structural, about to take effect on this state)
+    /// changes.
+    fn membership_changes(&self, op: &SignedOp) -> Vec<ContextId> {
+        let c = &op.content;
+        let Some(g) = self.groups.get(&c.group_id) else { return Vec::new() };
+        let of_group = |changes: bool| if changes { g.contexts.iter().copied().collect() } else { Vec::new() };
+        match &c.body {
+            OpBody::MemberAdded { identity, .. } => of_group(!g.members.contains_key(identity)),
+            OpBody::MemberRemoved { identity } => of_group(g.members.contains_key(identity)),
+            OpBody::MemberLeft => of_group(g.members.contains_key(&c.signer)),
+            OpBody::ContextRegistered { context_id } => vec![*context_id],
+            OpBody::ContextDetached { context_id } if g.contexts.contains(context_id) => vec![*context_id],
+            OpBody::GroupDeleted => self
+                .descendants(&c.group_id)
+                .iter()
+                .filter_map(|id| self.groups.get(id))
+                .flat_map(|g| g.contexts.iter().copied())
+                .collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -908,6 +942,10 @@ fn set_alias<K: Ord>(map: &mut BTreeMap<K, String>, key: K, alias: &str) {
 pub fn apply(state: &mut GovState, op: &SignedOp) {
     let c = &op.content;
     state.nonces.entry(c.signer).or_default().record(c.nonce);
+    for context_id in state.membership_changes(op) {
+        let revision = state.members_revisions.entry(context_id).or_insert(0);
+        *revision = revision.saturating_add(1);
+    }
     let at_ms = c.hlc.physical_ms;
     match &c.body {
         body if body.is_group_private() => {}

@@ -120,9 +120,14 @@ pub trait WeftApi {
     #[method(name = "context_list", blocking)]
     fn context_list(&self, params: NoParams) -> RpcResult<Contexts>;
 
-    /// A context's heads, root, counters, members and sync progress.
+    /// A context's heads, root, counters, members, revisions and sync progress; with
+    /// `if_revision` still current, `{unchanged: true}`.
     #[method(name = "context_status", blocking)]
-    fn context_status(&self, params: ContextParams) -> RpcResult<ContextStatus>;
+    fn context_status(&self, params: ContextStatusParams) -> RpcResult<ContextStatusReply>;
+
+    /// A page of a context's members (its member directory), by identity.
+    #[method(name = "context_members", blocking)]
+    fn context_members(&self, params: ContextMembersParams) -> RpcResult<ContextMembers>;
 
     /// Starts anti-entropy with the context's peers now.
     #[method(name = "context_sync", blocking)]

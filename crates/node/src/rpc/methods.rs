@@ -114,6 +114,7 @@ pub fn module<B: Backend>(shared: Arc<Shared<B>>) -> Result<RpcModule<Api<B>>, j
     method(&mut m, "context_leave", Api::context_leave)?;
     method(&mut m, "context_list", Api::context_list)?;
     method(&mut m, "context_status", Api::context_status)?;
+    method(&mut m, "context_members", Api::context_members)?;
     method(&mut m, "context_sync", Api::context_sync)?;
     method(&mut m, "state_put", Api::state_put)?;
     method(&mut m, "state_delete", Api::state_delete)?;
@@ -481,14 +482,22 @@ impl<B: Backend> WeftApiServer for Api<B> {
         Ok(Contexts { contexts })
     }
 
-    fn context_status(&self, p: ContextParams) -> RpcResult<ContextStatus> {
+    fn context_status(&self, p: ContextStatusParams) -> RpcResult<ContextStatusReply> {
         let service = self.service()?;
         let err = svc_err(&service);
         let id = context_id(&p.context_id)?;
+        let revisions = service.context_revisions(&id).map_err(&err)?;
+        let revision = Revision {
+            application_revision: revisions.application_revision,
+            members_revision: revisions.members_revision,
+        };
+        if p.if_revision == Some(revision) {
+            return Ok(ContextStatusReply::Unchanged(Unchanged { unchanged: true }));
+        }
         let view = service.context_status(&id).map_err(&err)?;
         let members = service.context_members(&id).map_err(&err)?;
         let in_sync = service.peers_in_sync(&id).map_err(&err)?;
-        Ok(ContextStatus {
+        Ok(ContextStatusReply::Status(Box::new(ContextStatus {
             context_id: id.to_hex(),
             group_id: service.governed(&id).map_err(&err)?.map(|(_, g)| g.to_hex()),
             heads: strings(view.heads.iter().map(|h| h.to_hex())),
@@ -499,6 +508,8 @@ impl<B: Backend> WeftApiServer for Api<B> {
             key_count: view.status.key_count,
             divergences: view.status.divergences,
             members: strings(members.iter().map(|m| m.to_hex())),
+            application_revision: revision.application_revision,
+            members_revision: revision.members_revision,
             peers_in_sync: sorted(in_sync),
             peers_reachable: service.peers_reachable(&id).map_err(&err)?,
             peers_delta_count: service.sync_target(&id).map_err(&err)?,
@@ -509,7 +520,18 @@ impl<B: Backend> WeftApiServer for Api<B> {
                 deltas_total: p.deltas_total,
                 bytes: p.bytes,
             }),
-        })
+        })))
+    }
+
+    fn context_members(&self, p: ContextMembersParams) -> RpcResult<ContextMembers> {
+        let service = self.service()?;
+        let id = context_id(&p.context_id)?;
+        let after = optional(p.start_after.as_deref(), |a| parse_id::<PublicKey>("start_after", a))?;
+        let (members, next) =
+            service.context_members_page(&id, after.as_ref(), p.clamped_limit()).map_err(svc_err(&service))?;
+        let members =
+            members.into_iter().map(|m| ContextMember { identity: m.identity.to_hex(), own: m.own }).collect();
+        Ok(ContextMembers { members, next: next.map(|n| n.to_hex()) })
     }
 
     fn context_sync(&self, p: ContextParams) -> RpcResult<Empty> {

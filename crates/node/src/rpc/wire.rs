@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use weft_primitives::Action;
 
 use super::error::invalid_params;
-use super::types::{BatchParams, Encoding, GroupMembersParams, ScanParams, WireAction};
+use super::types::{BatchParams, ContextMembersParams, Encoding, GroupMembersParams, ScanParams, WireAction};
 
 /// Most entries one `state_scan` returns; larger limits are clamped to it.
 pub const MAX_SCAN_LIMIT: u32 = 1000;
@@ -99,6 +99,13 @@ fn clamp(limit: Option<u32>, default: u32, max: u32) -> usize {
 
 impl GroupMembersParams {
     /// The limit, defaulted and clamped.
+    pub fn clamped_limit(&self) -> usize {
+        clamp(self.limit, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT)
+    }
+}
+
+impl ContextMembersParams {
+    /// The limit, defaulted and clamped (as `group_members`').
     pub fn clamped_limit(&self) -> usize {
         clamp(self.limit, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT)
     }

@@ -16,6 +16,8 @@ use weft_primitives::{
     AliasTarget, Capabilities, ContextCapabilities, ContextId, GroupId, GroupKey, NamespaceId, OpBody, Role, SecretKey,
     SignedOp, UpgradePolicy,
 };
+use weft_store::schema::ContextConfig;
+use weft_store::Read;
 
 #[derive(Clone, Debug)]
 enum Step {
@@ -185,6 +187,16 @@ fn receive_all(ns: NamespaceId, ops: &[SignedOp]) -> Outcome {
         assert!(g.admin_count() >= 1, "group {id} has no admin");
         let (members, _) = gov.members(id, None, 1000).unwrap();
         assert_eq!(members.len(), g.members.len(), "materialized members of {id}");
+        // Each context's member directory and members revision are those of the fold.
+        for context_id in &g.contexts {
+            let (directory, next) = gov.context_directory(context_id, None, 1000).unwrap();
+            assert_eq!(next, None);
+            let listed: Vec<_> = directory.iter().map(|e| e.identity).collect();
+            let expected: Vec<_> = g.members.keys().copied().collect();
+            assert_eq!(listed, expected, "the directory of {context_id}");
+            let revisions = gov.store().get(&ContextConfig { context_id: *context_id }).unwrap().unwrap();
+            assert_eq!(revisions.members_revision, state.members_revision(context_id), "{context_id}");
+        }
     }
     Outcome {
         verdicts: format!("{:?}", gov.verdicts(&ns).unwrap()),

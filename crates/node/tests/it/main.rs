@@ -10,6 +10,7 @@ mod net_support;
 mod apps_read_the_store;
 mod background_checkpoints;
 mod bad_deltas_are_rejected;
+mod context_revisions_and_directory;
 mod crash_mid_apply_is_atomic;
 mod divergence_is_loud;
 mod failed_writes_leave_nothing;

@@ -263,7 +263,7 @@ fn the_migration_to_schema_4_rebuilds_every_trie() {
     }
 
     let store = open();
-    assert_eq!(store.schema_version().unwrap(), Some(4));
+    assert_eq!(store.schema_version().unwrap(), Some(5));
     assert!(store.scan(MerkleNode::prefix(&CTX)).collect_all().unwrap().is_empty(), "the old rows are gone");
     assert!(store.scan(TrieJournal::prefix(&CTX)).collect_all().unwrap().is_empty(), "and the journal");
     let engine = ContextEngine::new(store, EngineConfig::default());

@@ -232,3 +232,51 @@ fn golden_known_peer_row() {
     let rows = store.scan(Prefix::<KnownPeer>::family()).collect_all().unwrap();
     assert_eq!(rows.len(), 3);
 }
+
+/// Golden bytes of a context's revisions (Config) and member directory (Identity), at seed
+/// 002's layout: `ContextConfig` keyed `context_id` → Borsh `{application_revision: u64,
+/// members_revision: u64}`; `ContextIdentity` keyed `context_id ‖ public_key` → Borsh
+/// `{private_key: Option<[u8; 32]>, sender_key: Option<[u8; 32]>}`. A context's members are
+/// one prefix scan of the Identity column, in identity order. Changing either needs a
+/// migration.
+#[test]
+fn golden_context_config_and_identity_rows() {
+    use weft_primitives::{ContextConfigValue, ContextIdentityValue};
+    use weft_store::schema::{ContextConfig, ContextIdentity};
+    let context_id = ContextId::from_bytes([0xc1; 32]);
+    let config = ContextConfig { context_id };
+    assert_eq!(ContextConfig::COLUMN, Column::Config);
+    assert_eq!(ContextConfig::COLUMN.name(), "config");
+    assert_eq!(hex(&config.to_key_bytes()), "c1".repeat(32));
+    let mut scratch = Vec::new();
+    let revisions = ContextConfigValue { application_revision: 2, members_revision: 0x0102 };
+    let value = <ContextConfig as AsKeyParts>::Codec::encode(&revisions, &mut scratch);
+    assert_eq!(hex(value), "02000000000000000201000000000000");
+
+    let own = ContextIdentity { context_id, public_key: PublicKey::from_bytes([0xaa; 32]) };
+    assert_eq!(ContextIdentity::COLUMN, Column::Identity);
+    assert_eq!(ContextIdentity::COLUMN.name(), "identity");
+    assert_eq!(hex(&own.to_key_bytes()), format!("{}{}", "c1".repeat(32), "aa".repeat(32)));
+    assert_eq!(ContextIdentity::from_key_bytes(&own.to_key_bytes()).unwrap(), own);
+    let mut scratch = Vec::new();
+    let keys = ContextIdentityValue { private_key: Some([0xee; 32]), sender_key: Some([0x5e; 32]) };
+    let value = <ContextIdentity as AsKeyParts>::Codec::encode(&keys, &mut scratch);
+    assert_eq!(hex(value), format!("01{}01{}", "ee".repeat(32), "5e".repeat(32)));
+    let mut scratch = Vec::new();
+    let other = ContextIdentityValue { private_key: None, sender_key: None };
+    assert_eq!(hex(<ContextIdentity as AsKeyParts>::Codec::encode(&other, &mut scratch)), "0000");
+
+    // One context's directory is one prefix scan, in identity order, apart from another's.
+    let store = Store::<_, Column>::open(MemoryBackend::new::<Column>()).unwrap();
+    let next = ContextId::from_bytes([0xc2; 32]);
+    for i in [3u8, 1, 2] {
+        let public_key = PublicKey::from_bytes([i; 32]);
+        store.put(&ContextIdentity { context_id, public_key }, &other).unwrap();
+        store.put(&ContextIdentity { context_id: next, public_key }, &other).unwrap();
+    }
+    store.put(&config, &revisions).unwrap();
+    let rows = store.scan(ContextIdentity::prefix(&context_id)).collect_all().unwrap();
+    let members: Vec<u8> = rows.iter().map(|(k, _)| k.public_key.as_bytes()[0]).collect();
+    assert_eq!(members, vec![1, 2, 3]);
+    assert_eq!(store.get(&config).unwrap(), Some(revisions));
+}

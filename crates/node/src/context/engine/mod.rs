@@ -19,8 +19,8 @@ use weft_primitives::{
     Event, Hash, HybridClock, PublicKey,
 };
 use weft_store::schema::{
-    Column, ContextDagDelta, ContextMeta, ContextPrivateState, ContextState, ContextStatus, DagNode, DivergenceRecord,
-    PendingByParent,
+    Column, ContextConfig, ContextDagDelta, ContextMeta, ContextPrivateState, ContextState, ContextStatus, DagNode,
+    DivergenceRecord, PendingByParent,
 };
 use weft_store::{Backend, PrefixBy, RawTail, Read, Store, StoreError};
 
@@ -394,14 +394,21 @@ impl<B: Backend> ContextEngine<B> {
         &self.store
     }
 
-    /// Creates an empty context.
+    /// Creates an empty context. Its application revision (`ContextConfig`) is set in the same
+    /// batch: 1 with an application, 0 without; its members revision, which governance may
+    /// have written when the context was registered, is kept.
     pub fn create_context(&self, context_id: ContextId, application: ApplicationMeta) -> Result<(), EngineError> {
         let _guard = lock(&self.apply_lock);
+        let application_revision = super::config::created_application_revision(&application.application_id);
         let meta = ContextMetaValue { application, root_hash: Hash::ZERO, dag_heads: Vec::new() };
+        let _config = super::config::lock();
+        let mut revisions = super::config::read(&self.store, &context_id)?;
+        revisions.application_revision = application_revision;
         let mut batch = self.store.batch();
         batch.require_absent(&ContextMeta { context_id });
         batch.put(&ContextMeta { context_id }, &meta);
         batch.put(&ContextStatus { context_id }, &ContextStatusValue::default());
+        batch.put(&ContextConfig { context_id }, &revisions);
         match self.store.write(batch) {
             Err(StoreError::Conflict { .. }) => Err(EngineError::ContextExists(context_id)),
             other => Ok(other?),

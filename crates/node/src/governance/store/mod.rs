@@ -8,7 +8,8 @@
 //! unauthorized at their causal parents ([`Rejection`]), or descending from such an op — are
 //! never logged. Which rows hold what: `docs/storage.md` (Group column). The parts:
 //! `submit` (making and submitting ops), `stage` (the batch a submit writes),
-//! `signing_keys`, `upgrades` and `read`.
+//! `directory` (each context's member directory and members revision), `signing_keys`,
+//! `upgrades` and `read`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -22,11 +23,14 @@ use super::fold::{Folded, Memo, OpGraph};
 use super::op::{InvalidOp, OpLimits};
 use super::state::Rejection;
 
+mod directory;
 mod read;
 mod signing_keys;
 mod stage;
 mod submit;
 mod upgrades;
+
+pub use directory::DirectoryEntry;
 
 /// Most ops one signer may hold waiting for parents in a namespace, by default.
 pub const MAX_PENDING_PER_SIGNER: usize = 64;

@@ -67,6 +67,8 @@ impl<B: Backend> Governance<B> {
         self.open_sealed(&mut graph, &sealed)?;
         let mut memo = Memo::default();
         let folded = fold::fold(&graph, &mut memo);
+        // Stores written before the Config and Identity rows were kept (schema 4 and older).
+        self.backfill_contexts(&folded.state)?;
         Ok(Loaded {
             graph,
             pending: HashMap::new(),

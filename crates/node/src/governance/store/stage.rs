@@ -78,6 +78,9 @@ impl<B: Backend> Governance<B> {
         for group_id in ids {
             self.stage_group(batch, new.namespace_id, group_id, old.groups.get(&group_id), new.groups.get(&group_id))?;
         }
+        // Each context's member directory and members revision (see `directory`); the
+        // caller holds `context::config::lock` until the batch is written.
+        self.stage_contexts(batch, old, new)?;
         Ok(())
     }
 

@@ -255,6 +255,7 @@ impl<B: Backend> Governance<B> {
         }
         // Ops were logged: re-fold and write everything in one batch.
         let folded = fold::fold(&next.graph, &mut next.memo);
+        let _config = crate::context::config::lock();
         let mut batch = self.store.batch();
         self.stage_log(&mut batch, &next.graph, namespace_id, &outcome.logged)?;
         self.stage_view(&mut batch, &loaded.folded.state, &folded.state)?;
@@ -389,6 +390,7 @@ impl<B: Backend> Governance<B> {
         // Memoized states were folded without these bodies.
         next.memo.clear();
         let folded = fold::fold(&next.graph, &mut next.memo);
+        let _config = crate::context::config::lock();
         let mut batch = self.store.batch();
         self.stage_view(&mut batch, &loaded.folded.state, &folded.state)?;
         self.store.write(batch)?;

@@ -5,10 +5,11 @@ use weft_primitives::{
     ApplicationId, ApplicationMeta, ContextId, GroupContextLastMigrationValue, GroupId, GroupUpgradeStatus,
     GroupUpgradeValue,
 };
-use weft_store::schema::{ContextMeta, GroupContextLastMigration, GroupUpgradeKey};
-use weft_store::{Backend, Read, StoreError};
+use weft_store::schema::{Column, ContextConfig, ContextMeta, GroupContextLastMigration, GroupUpgradeKey};
+use weft_store::{Backend, Read, StoreError, WriteBatch};
 
 use super::{lock, Governance, GovernanceError};
+use crate::context::config;
 
 /// Most times a context's move is retried when its metadata changed under it.
 const MIGRATION_RETRIES: usize = 16;
@@ -52,12 +53,14 @@ impl<B: Backend> Governance<B> {
                     error: None,
                 };
                 let mut batch = self.store.batch();
+                let _config = config::lock();
                 match installed(&target) {
                     Some(application) => {
                         let mut moved = meta.clone();
                         moved.application = application;
                         batch.require_value(&ContextMeta { context_id: *context_id }, &meta);
                         batch.put(&ContextMeta { context_id: *context_id }, &moved);
+                        self.stage_application_moved(&mut batch, context_id, &upgrade)?;
                     }
                     None => {
                         record.error = Some(format!("application {target} is not installed on this node"));
@@ -112,11 +115,13 @@ impl<B: Backend> Governance<B> {
         for attempt in 0.. {
             let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { return Ok(()) };
             let mut batch = self.store.batch();
+            let _config = config::lock();
             if let Some(application) = application.filter(|a| a.application_id != meta.application.application_id) {
                 let mut moved = meta.clone();
                 moved.application = application.clone();
                 batch.require_value(&ContextMeta { context_id: *context_id }, &meta);
                 batch.put(&ContextMeta { context_id: *context_id }, &moved);
+                self.stage_application_moved(&mut batch, context_id, &upgrade)?;
             }
             batch.put(&GroupContextLastMigration { group_id: *group_id, context_id: *context_id }, record);
             let progressed = self.progress(*group_id, &upgrade, target, &contexts, Some((*context_id, record)))?;
@@ -127,6 +132,20 @@ impl<B: Backend> Governance<B> {
                 Err(e) => return Err(e.into()),
             }
         }
+        Ok(())
+    }
+
+    /// Stages a context's new application revision (`ContextConfig`) in the batch that moves
+    /// it to the target of `upgrade` (call under [`config::lock`]).
+    fn stage_application_moved(
+        &self,
+        batch: &mut WriteBatch<'_, B, Column>,
+        context_id: &ContextId,
+        upgrade: &GroupUpgradeValue,
+    ) -> Result<(), GovernanceError> {
+        let mut revisions = config::read(&self.store, context_id)?;
+        revisions.application_revision = config::moved_application_revision(upgrade.to_version);
+        batch.put(&ContextConfig { context_id: *context_id }, &revisions);
         Ok(())
     }
 

@@ -132,6 +132,14 @@ pub struct ContextStatus {
     pub divergences: u64,
     /// The members' identities.
     pub members: Vec<String>,
+    /// How many times the context's application changed on this node's replica: 1 when
+    /// created with one, then the group's upgrade number + 1 at each upgrade moving it.
+    #[serde(default)]
+    pub application_revision: u64,
+    /// How many times its set of members changed (a governance fold result: the same on
+    /// every member holding the same ops).
+    #[serde(default)]
+    pub members_revision: u64,
     /// The peers that reported the same heads and root, sorted.
     pub peers_in_sync: Vec<String>,
     /// How many connected peers hold the context (subscribed to it or answering for it):
@@ -156,4 +164,80 @@ pub struct SnapshotStatus {
     pub deltas_total: u64,
     /// Bytes received.
     pub bytes: u64,
+}
+
+// Revisions and the member directory (ContextConfig, ContextIdentity): `context_status`'s
+// `if_revision`, `context_members`.
+
+/// `context_status`'s params.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextStatusParams {
+    /// The context id.
+    pub context_id: String,
+    /// The revisions the caller last saw (a previous answer's `application_revision` and
+    /// `members_revision`): when both are still current the answer is `{unchanged: true}`,
+    /// read from one row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_revision: Option<Revision>,
+}
+
+/// A context's two revision counters, as `context_status` reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Revision {
+    /// The application revision.
+    pub application_revision: u64,
+    /// The members revision.
+    pub members_revision: u64,
+}
+
+/// `context_status`'s result: the status, or `{unchanged: true}` when `if_revision` is current.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ContextStatusReply {
+    /// Nothing the revisions count changed since `if_revision`.
+    Unchanged(Unchanged),
+    /// The status.
+    Status(Box<ContextStatus>),
+}
+
+/// `{unchanged: true}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Unchanged {
+    /// Always true.
+    pub unchanged: bool,
+}
+
+/// `context_members`'s params.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextMembersParams {
+    /// The context id.
+    pub context_id: String,
+    /// Continue strictly after this identity (a previous page's `next`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_after: Option<String>,
+    /// Most members to return (default 100, clamped to 1..=1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// `context_members`'s result: a page of the context's member directory, by identity.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextMembers {
+    /// The members.
+    pub members: Vec<ContextMember>,
+    /// The cursor to pass as `start_after` for the next page (null on the last).
+    pub next: Option<String>,
+}
+
+/// A member of a context.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextMember {
+    /// Its identity (hex).
+    pub identity: String,
+    /// Whether it is this node's own identity in the context.
+    pub own: bool,
 }

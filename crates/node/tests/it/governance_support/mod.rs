@@ -80,7 +80,9 @@ pub fn dump(gov: &Gov) -> Vec<String> {
         GroupChildIndex,
         GroupParentRef,
         NamespaceGovOp,
-        NamespaceGovHead
+        NamespaceGovHead,
+        ContextConfig,
+        ContextIdentity
     );
     out
 }
