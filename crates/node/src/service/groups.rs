@@ -180,6 +180,10 @@ impl<B: Backend> NodeService<B> {
         if may_shrink_participants(&op.content.body) {
             self.rekey_namespace(&op.content.namespace_id);
         }
+        // Lifecycle: a deleted group's contexts are left here (`lifecycle.rs`).
+        if matches!(op.content.body, OpBody::GroupDeleted) {
+            self.group_deleted(op);
+        }
         if moves_contexts(&op.content.body) {
             self.apply_upgrade(&op.content.group_id);
             // An upgrade to an application this node lacks: fetch it from peers.
