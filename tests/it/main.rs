@@ -21,6 +21,7 @@ mod lifecycle_group_delete;
 mod lifecycle_lists_page;
 mod lifecycle_private_state;
 mod lifecycle_removals;
+mod lifecycle_upgrade_tally;
 mod net_partition;
 mod network_events_reach_subscribers;
 mod peers_are_remembered;

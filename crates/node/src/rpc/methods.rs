@@ -384,7 +384,8 @@ impl<B: Backend> WeftApiServer for Api<B> {
             Some(GroupUpgradeStatus::InProgress { total, completed, failed }) => {
                 UpgradeStatus { total, completed, failed, ..status(UpgradeState::InProgress, None) }
             }
-            // The record keeps no counters once every context moved or failed: count them.
+            // The record keeps no counters once every context moved or failed: the counters it
+            // completed with are kept beside it (0x3B).
             Some(GroupUpgradeStatus::Completed { completed_at }) => {
                 let (total, completed, failed) = service.upgrade_counts(&group).map_err(svc_err(&service))?;
                 UpgradeStatus { total, completed, failed, ..status(UpgradeState::Completed, Some(completed_at)) }

@@ -135,8 +135,12 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// This node's counts for the group's latest upgrade: its contexts held here, those
-    /// running the target, those whose move to it failed.
+    /// running the target, those whose move to it failed — once it completed here, as they
+    /// stood then (0x3B; recounted only for an upgrade completed before that row existed).
     pub fn upgrade_counts(&self, group_id: &GroupId) -> Result<(u64, u64, u64), ServiceError> {
+        if let Some(t) = self.governance.upgrade_tally(group_id)? {
+            return Ok((t.total, t.completed, t.failed));
+        }
         Ok(self.governance.upgrade_counts(group_id)?)
     }
 
