@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use weft_node::rpc::types::Encoding;
+use weft_node::rpc::types::{Encoding, ListParams};
 
 use super::blobs::{AppCmd, BlobCmd};
 use super::contexts::ContextCmd;
@@ -101,5 +101,26 @@ impl EncodingArg {
         } else {
             Encoding::Utf8
         }
+    }
+}
+
+/// Paging of a list without a subject (`app list`, `context list`, `node peers`).
+#[derive(Args, Debug, Clone)]
+pub struct PageArgs {
+    /// Start after this id (a previous page's cursor).
+    #[arg(long, value_name = "ID")]
+    pub start_after: Option<String>,
+    /// Items per page (the node clamps it to 1..=1000) [default: 100].
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Follow the cursor and print every page.
+    #[arg(long)]
+    pub all: bool,
+}
+
+impl PageArgs {
+    /// The params of the page after `cursor`.
+    pub fn params(&self, cursor: Option<String>) -> ListParams {
+        ListParams { start_after: cursor, limit: self.limit }
     }
 }

@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use base64::Engine as _;
 use clap::Subcommand;
 use weft_node::rpc::api::WeftApiClient as _;
-use weft_node::rpc::types::{AppInstallParams, BlobParams, BlobPutParams, NoParams};
+use weft_node::rpc::types::{AppInstallParams, ApplicationParams, BlobIdParams, BlobParams, BlobPutParams};
 
+use super::args::PageArgs;
 use super::client::{CliError, Client};
-use super::output::{print, read_input};
+use super::output::{next_page, print, read_input};
 
 /// `weft blob`
 #[derive(Subcommand, Debug)]
@@ -33,6 +34,11 @@ pub enum BlobCmd {
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Delete a blob no application or context names (blob_delete).
+    Delete {
+        /// The blob id.
+        blob_id: String,
+    },
 }
 
 /// `weft app`
@@ -48,8 +54,13 @@ pub enum AppCmd {
         /// The bytecode file, or - for standard input.
         file: PathBuf,
     },
-    /// List installed applications (app_list).
-    List,
+    /// List installed applications, one per line, by id (app_list).
+    List(PageArgs),
+    /// Uninstall an application no context or group here uses (app_uninstall).
+    Uninstall {
+        /// The application id.
+        application_id: String,
+    },
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -81,6 +92,10 @@ pub async fn blob(client: &Client, json_out: bool, cmd: BlobCmd) -> Result<(), C
                 }
             }
         }
+        BlobCmd::Delete { blob_id } => {
+            let r = client.ask(api.blob_delete(BlobIdParams { blob_id })).await?;
+            print(json_out, &r, |_| String::new());
+        }
     }
     Ok(())
 }
@@ -94,15 +109,26 @@ pub async fn app(client: &Client, json_out: bool, cmd: AppCmd) -> Result<(), Cli
             let r = client.ask(api.app_install(AppInstallParams { name, version, bytecode })).await?;
             print(json_out, &r, |r| r.application_id.clone());
         }
-        AppCmd::List => {
-            let r = client.ask(api.app_list(NoParams {})).await?;
-            print(json_out, &r, |r| {
-                r.applications
-                    .iter()
-                    .map(|a| format!("{}  {} {}  {} bytes", a.application_id, a.name, a.version, a.size))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+        AppCmd::Uninstall { application_id } => {
+            let r = client.ask(api.app_uninstall(ApplicationParams { application_id })).await?;
+            print(json_out, &r, |_| String::new());
+        }
+        AppCmd::List(page) => {
+            let mut cursor = page.start_after.clone();
+            loop {
+                let r = client.ask(api.app_list(page.params(cursor))).await?;
+                print(json_out, &r, |r| {
+                    r.applications
+                        .iter()
+                        .map(|a| format!("{}  {} {}  {} bytes", a.application_id, a.name, a.version, a.size))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                });
+                match next_page(r.next, page.all, json_out, "applications") {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
         }
     }
     Ok(())

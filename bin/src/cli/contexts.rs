@@ -10,7 +10,7 @@ use weft_node::rpc::types::{
     ContextStatus, ContextStatusParams, ContextStatusReply, Event, NoParams, Revision,
 };
 
-use super::args::EncodingArg;
+use super::args::{EncodingArg, PageArgs};
 use super::client::{CliError, Client};
 use super::output::{bar, next_page, print, read_input, snapshot_bar, text};
 use super::subscriptions;
@@ -60,6 +60,12 @@ pub enum ContextCmd {
         /// The context id.
         context_id: String,
     },
+    /// Delete this node's copy of a context it left (or whose group is gone): its state,
+    /// private state, deltas and trie, in one batch (context_delete).
+    Delete {
+        /// The context id.
+        context_id: String,
+    },
     /// Compare heads and roots with every peer now and catch up where behind (context_sync).
     Sync {
         /// The context id.
@@ -71,8 +77,8 @@ pub enum ContextCmd {
         #[arg(long, default_value_t = 60, value_name = "SECONDS")]
         timeout: u64,
     },
-    /// List this node's contexts (context_list).
-    List,
+    /// List this node's contexts, one per line, by id (context_list).
+    List(PageArgs),
     /// Heads, root hash, counters, members and revisions of a context (context_status).
     Status {
         /// The context id.
@@ -180,6 +186,10 @@ pub async fn run(client: &Client, json_out: bool, cmd: ContextCmd) -> Result<(),
             let r = client.ask(api.context_leave(ContextParams { context_id })).await?;
             print(json_out, &r, |_| String::new());
         }
+        ContextCmd::Delete { context_id } => {
+            let r = client.ask(api.context_delete(ContextParams { context_id })).await?;
+            print(json_out, &r, |_| String::new());
+        }
         ContextCmd::Sync { context_id, wait, timeout } => {
             let r = client.ask(api.context_sync(ContextParams { context_id: context_id.clone() })).await?;
             if wait {
@@ -188,25 +198,32 @@ pub async fn run(client: &Client, json_out: bool, cmd: ContextCmd) -> Result<(),
                 print(json_out, &r, |_| String::new());
             }
         }
-        ContextCmd::List => {
-            let r = client.ask(api.context_list(NoParams {})).await?;
-            print(json_out, &r, |r| {
-                r.contexts
-                    .iter()
-                    .map(|c| {
-                        let mut line = c.context_id.clone();
-                        for (label, value) in
-                            [("alias", &c.alias), ("group", &c.group_id), ("application", &c.application_id)]
-                        {
-                            if let Some(v) = value {
-                                line.push_str(&format!("  {label} {v}"));
+        ContextCmd::List(page) => {
+            let mut cursor = page.start_after.clone();
+            loop {
+                let r = client.ask(api.context_list(page.params(cursor))).await?;
+                print(json_out, &r, |r| {
+                    r.contexts
+                        .iter()
+                        .map(|c| {
+                            let mut line = c.context_id.clone();
+                            for (label, value) in
+                                [("alias", &c.alias), ("group", &c.group_id), ("application", &c.application_id)]
+                            {
+                                if let Some(v) = value {
+                                    line.push_str(&format!("  {label} {v}"));
+                                }
                             }
-                        }
-                        line
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+                            line
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                });
+                match next_page(r.next, page.all, json_out, "contexts") {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
         }
         ContextCmd::Status { context_id, if_revision } => {
             let if_revision = if_revision.as_deref().map(parse_revision).transpose()?;

@@ -122,6 +122,12 @@ pub enum GroupCmd {
         /// The group id.
         group_id: String,
     },
+    /// Delete a subgroup and the groups below it, and print the governance op's id; every
+    /// member's node leaves their contexts (group_delete).
+    Delete {
+        /// The group id.
+        group_id: String,
+    },
 }
 
 /// What an alias names.
@@ -268,6 +274,9 @@ pub async fn group(client: &Client, json_out: bool, cmd: GroupCmd) -> Result<(),
         GroupCmd::Upgrade { group_id, application_id, migration } => {
             let params = GroupUpgradeParams { group_id, application_id, migration };
             print(json_out, &client.ask(api.group_upgrade(params)).await?, op);
+        }
+        GroupCmd::Delete { group_id } => {
+            print(json_out, &client.ask(api.group_delete(GroupParams { group_id })).await?, op);
         }
         GroupCmd::UpgradeStatus { group_id } => {
             let r = client.ask(api.group_upgrade_status(GroupParams { group_id })).await?;

@@ -5,8 +5,9 @@ use serde::Serialize;
 use weft_node::rpc::api::WeftApiClient as _;
 use weft_node::rpc::types::{DialParams, NoParams};
 
+use super::args::PageArgs;
 use super::client::{CliError, Client};
-use super::output::print;
+use super::output::{next_page, print};
 
 /// `weft node`
 #[derive(Subcommand, Debug)]
@@ -16,8 +17,8 @@ pub enum NodeCmd {
     Info,
     /// Print only this node's identity: what another node's `weft context invite` takes.
     Identity,
-    /// Connected peers and the contexts each shares with this node (node_peers).
-    Peers,
+    /// Connected peers and the contexts each shares with this node, by peer id (node_peers).
+    Peers(PageArgs),
     /// Connect to a peer now (node_dial).
     Dial {
         /// The peer's multiaddr, e.g. /ip4/127.0.0.1/tcp/7428/p2p/12D3KooW...
@@ -52,18 +53,25 @@ pub async fn run(client: &Client, json_out: bool, cmd: NodeCmd) -> Result<(), Cl
             let r = client.ask(api.node_info(NoParams {})).await?;
             print(json_out, &Identity { identity: r.identity }, |r| r.identity.clone());
         }
-        NodeCmd::Peers => {
-            let r = client.ask(api.node_peers(NoParams {})).await?;
-            print(json_out, &r, |r| {
-                r.peers
-                    .iter()
-                    .map(|p| match p.contexts.join(" ") {
-                        c if c.is_empty() => p.peer_id.clone(),
-                        c => format!("{}  contexts {c}", p.peer_id),
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+        NodeCmd::Peers(page) => {
+            let mut cursor = page.start_after.clone();
+            loop {
+                let r = client.ask(api.node_peers(page.params(cursor))).await?;
+                print(json_out, &r, |r| {
+                    r.peers
+                        .iter()
+                        .map(|p| match p.contexts.join(" ") {
+                            c if c.is_empty() => p.peer_id.clone(),
+                            c => format!("{}  contexts {c}", p.peer_id),
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                });
+                match next_page(r.next, page.all, json_out, "peers") {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
         }
         NodeCmd::Dial { addr } => {
             let r = client.ask(api.node_dial(DialParams { addr })).await?;

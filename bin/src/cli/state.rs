@@ -52,6 +52,31 @@ impl From<PutArgs> for PutParams {
     }
 }
 
+/// A page (or every page) of a context's entries.
+#[derive(Args, Debug)]
+pub struct ScanArgs {
+    /// The context id.
+    pub context_id: String,
+    /// Only keys starting with this.
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// Start after this key (a previous page's cursor).
+    #[arg(long, value_name = "KEY")]
+    pub start_after: Option<String>,
+    /// Entries per page (the node clamps it to 1..=1000) [default: 100].
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// From the greatest key down.
+    #[arg(long)]
+    pub reverse: bool,
+    /// Follow the cursor and print every page.
+    #[arg(long)]
+    pub all: bool,
+    /// Key and value encoding.
+    #[command(flatten)]
+    pub encoding: EncodingArg,
+}
+
 /// `weft state`
 #[derive(Subcommand, Debug)]
 pub enum StateCmd {
@@ -73,28 +98,7 @@ pub enum StateCmd {
     /// Print a key's value; exit status 1 if it is not set (state_get).
     Get(KeyArgs),
     /// List entries in key order, one "key TAB value" per line (state_scan).
-    Scan {
-        /// The context id.
-        context_id: String,
-        /// Only keys starting with this.
-        #[arg(long)]
-        prefix: Option<String>,
-        /// Start after this key (a previous page's cursor).
-        #[arg(long, value_name = "KEY")]
-        start_after: Option<String>,
-        /// Entries per page (the node clamps it to 1..=1000) [default: 100].
-        #[arg(long)]
-        limit: Option<u32>,
-        /// From the greatest key down.
-        #[arg(long)]
-        reverse: bool,
-        /// Follow the cursor and print every page.
-        #[arg(long)]
-        all: bool,
-        /// Key and value encoding.
-        #[command(flatten)]
-        encoding: EncodingArg,
-    },
+    Scan(ScanArgs),
 }
 
 /// `weft private`
@@ -104,6 +108,10 @@ pub enum PrivateCmd {
     Put(PutArgs),
     /// Print a node-local key's value; exit status 1 if it is not set (private_get).
     Get(KeyArgs),
+    /// Delete a node-local key (private_delete).
+    Delete(KeyArgs),
+    /// List node-local entries in key order, one "key TAB value" per line (private_scan).
+    Scan(ScanArgs),
 }
 
 /// `weft delta`
@@ -156,6 +164,36 @@ fn batch_actions(file: &Path) -> Result<Vec<WireAction>, CliError> {
     })
 }
 
+/// Prints a scan's page, or with `--all` every page (`state_scan`, or `private_scan` when
+/// `private`).
+async fn scan(client: &Client, json_out: bool, args: ScanArgs, private: bool) -> Result<(), CliError> {
+    let api = client.api();
+    let ScanArgs { context_id, prefix, start_after, limit, reverse, all, encoding } = args;
+    let mut cursor = start_after;
+    loop {
+        let params = ScanParams {
+            context_id: context_id.clone(),
+            prefix: prefix.clone(),
+            start_after: cursor,
+            limit,
+            reverse,
+            encoding: encoding.encoding(),
+        };
+        let r = if private {
+            client.ask(api.private_scan(params)).await?
+        } else {
+            client.ask(api.state_scan(params)).await?
+        };
+        print(json_out, &r, |r| {
+            r.entries.iter().map(|e| format!("{}\t{}", e.key, e.value)).collect::<Vec<_>>().join("\n")
+        });
+        match next_page(r.next, all, json_out, "entries") {
+            Some(next) => cursor = Some(next),
+            None => return Ok(()),
+        }
+    }
+}
+
 /// Runs a `weft state` command.
 pub async fn state(client: &Client, json_out: bool, cmd: StateCmd) -> Result<Outcome, CliError> {
     let api = client.api();
@@ -167,27 +205,7 @@ pub async fn state(client: &Client, json_out: bool, cmd: StateCmd) -> Result<Out
             print(json_out, &client.ask(api.state_batch(params)).await?, written);
         }
         StateCmd::Get(args) => return Ok(value_result(json_out, client.ask(api.state_get(args.into())).await?)),
-        StateCmd::Scan { context_id, prefix, start_after, limit, reverse, all, encoding } => {
-            let mut cursor = start_after;
-            loop {
-                let params = ScanParams {
-                    context_id: context_id.clone(),
-                    prefix: prefix.clone(),
-                    start_after: cursor,
-                    limit,
-                    reverse,
-                    encoding: encoding.encoding(),
-                };
-                let r = client.ask(api.state_scan(params)).await?;
-                print(json_out, &r, |r| {
-                    r.entries.iter().map(|e| format!("{}\t{}", e.key, e.value)).collect::<Vec<_>>().join("\n")
-                });
-                match next_page(r.next, all, json_out, "entries") {
-                    Some(next) => cursor = Some(next),
-                    None => break,
-                }
-            }
-        }
+        StateCmd::Scan(args) => scan(client, json_out, args, false).await?,
     }
     Ok(Outcome::Done)
 }
@@ -198,6 +216,10 @@ pub async fn private(client: &Client, json_out: bool, cmd: PrivateCmd) -> Result
     match cmd {
         PrivateCmd::Put(args) => print(json_out, &client.ask(api.private_put(args.into())).await?, |_| String::new()),
         PrivateCmd::Get(args) => return Ok(value_result(json_out, client.ask(api.private_get(args.into())).await?)),
+        PrivateCmd::Delete(args) => {
+            print(json_out, &client.ask(api.private_delete(args.into())).await?, |_| String::new())
+        }
+        PrivateCmd::Scan(args) => scan(client, json_out, args, true).await?,
     }
     Ok(Outcome::Done)
 }

@@ -104,6 +104,7 @@ fn human(event: &Event) -> String {
                 Err(_) => format!("app_event {} base64:{} (delta {delta_id} by {author})", event.kind, event.data),
             }
         }
+        Event::Deleted { context_id } => format!("deleted {context_id} (this node's copy; the subscription ends)"),
         Event::Lagged { missed, .. } => {
             format!("lagged: missed {missed} events; run `weft context status` to resynchronize")
         }

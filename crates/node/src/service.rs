@@ -39,6 +39,7 @@ mod events;
 mod fetch;
 mod groups;
 pub mod invitation;
+mod lifecycle;
 mod network;
 mod revisions;
 mod state;

@@ -164,6 +164,19 @@ pub struct GroupUpgradeValue {
     pub status: GroupUpgradeStatus,
 }
 
+/// This node's counters of a group's upgrade as they stood when it completed here (Group
+/// 0x3B, node-local): `group_upgrade_status` keeps reporting them after completion, while
+/// the group's contexts come and go.
+#[derive(BorshSerialize, BorshDeserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupUpgradeTallyValue {
+    /// The group's contexts this node held.
+    pub total: u64,
+    /// Those running the target application.
+    pub completed: u64,
+    /// Those whose move (or migration) to it failed.
+    pub failed: u64,
+}
+
 /// Progress of a group upgrade.
 #[derive(BorshSerialize, BorshDeserialize, Clone, Debug, PartialEq, Eq)]
 pub enum GroupUpgradeStatus {

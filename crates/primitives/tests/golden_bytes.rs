@@ -366,6 +366,13 @@ fn group_meta_value() {
 }
 
 #[test]
+fn group_upgrade_tally_value() {
+    let v = GroupUpgradeTallyValue { total: 3, completed: 2, failed: 1 };
+    // total ‖ completed ‖ failed, each u64 LE
+    check(&v, "030000000000000002000000000000000100000000000000");
+}
+
+#[test]
 fn group_upgrade_value() {
     let value = GroupUpgradeValue {
         from_version: 1,

@@ -8,7 +8,7 @@
 //! (Borsh by default, raw bytes where the application owns the encoding).
 //!
 //! The node's own schema (seed 002: eleven columns, the Group column's prefix
-//! bytes 0x20–0x3A) is [`schema`], one column set among others.
+//! bytes 0x20–0x3B) is [`schema`], one column set among others.
 //!
 //! ```
 //! use weft_store::schema::{Column, GroupMember};

@@ -7,8 +7,8 @@ use weft_primitives::{
     ApplicationId, ApplicationMeta, BlobId, ContextConfigValue, ContextDagDeltaValue, ContextId, ContextIdentityValue,
     ContextMetaValue, ContextStatusValue, DagNodeValue, DeltaId, DivergenceValue, GroupContextLastMigrationValue,
     GroupDefaultCapsValue, GroupId, GroupMemberCapabilityValue, GroupMetaValue, GroupOpHeadValue, GroupSigningKeyValue,
-    GroupUpgradeValue, KeyId, KeyVersion, KnownPeerValue, NamespaceGovHeadValue, NamespaceGovOpValue, NamespaceId,
-    NamespaceIdentityValue, NonceWindow, OpId, PublicKey, Role, TrieRow,
+    GroupUpgradeTallyValue, GroupUpgradeValue, KeyId, KeyVersion, KnownPeerValue, NamespaceGovHeadValue,
+    NamespaceGovOpValue, NamespaceId, NamespaceIdentityValue, NonceWindow, OpId, PublicKey, Role, TrieRow,
 };
 
 use crate::backend::Backend;
@@ -44,7 +44,7 @@ columns! {
         /// Everything else, partitioned by a prefix byte (0x00 generic, 0x01–0x06 and 0x08 the
         /// state engine, 0x07 the node's left contexts, 0x09–0x0A blobs being fetched, 0x0B known peers).
         Generic => "generic", ColumnOptions::point_and_scan(33);
-        /// Governance, partitioned by the prefix bytes 0x20–0x3A.
+        /// Governance, partitioned by the prefix bytes 0x20–0x3B.
         Group => "group", ColumnOptions::point_and_scan(33);
     }
 }
@@ -218,4 +218,7 @@ keys! {
     pub struct NamespaceGovHead in Group [0x39] { namespace_id: NamespaceId } => B<NamespaceGovHeadValue>;
     /// A group encryption key, by key id.
     pub struct GroupKeyEntry in Group [0x3A] { group_id: GroupId, key_id: KeyId } => Raw;
+    // Upgrade tallies (0x3B).
+    /// This node's counters of the group's latest upgrade, frozen when it completed here.
+    pub struct GroupUpgradeTally in Group [0x3B] { group_id: GroupId } => B<GroupUpgradeTallyValue>;
 }

@@ -51,6 +51,21 @@
 //! touching the network, and, once it holds the namespace's ops, that the key
 //! counts for the group (see `crate::service::invitation`).
 //!
+//! ## Deleting a group
+//!
+//! `GroupDeleted` (tag 0x01, golden bytes in `crates/primitives/tests/golden_bytes.rs`) deletes
+//! the op's group and every live group below it. Who may: a member of the parent group holding
+//! `DELETE_SUBGROUP` (admins hold every capability); a namespace's root group cannot be deleted
+//! (its log is the namespace). The fold removes the groups from the state and records their ids
+//! as deleted (never reused: a later op on one, or a subgroup created with its id, is refused),
+//! and the parent forgets the child; the materialized rows of the groups (members,
+//! capabilities, aliases, the context registry 0x22/0x23) go with them. Their contexts
+//! are not deleted by governance: each node that folds the op (`NodeService::group_deleted`,
+//! or the deleting node itself) marks the contexts it holds left and stops syncing them; their
+//! copies stay readable until `context_delete`. A deletion may shrink the namespace's
+//! participants, so the namespace key rotates as after a removal. Test:
+//! `tests/it/lifecycle_group_delete.rs` (every member folds it), `governance_rules.rs` (the rule).
+//!
 //! ## Member–context joins (0x32)
 //!
 //! Who joined which context is a governance fact, visible to every member: a

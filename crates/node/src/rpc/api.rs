@@ -24,9 +24,9 @@ pub trait WeftApi {
     #[method(name = "node_info", blocking)]
     fn node_info(&self, params: NoParams) -> RpcResult<NodeInfo>;
 
-    /// The connected peers and the contexts and namespaces each shares with this node.
+    /// A page of the connected peers and the contexts and namespaces each shares with this node.
     #[method(name = "node_peers", blocking)]
-    fn node_peers(&self, params: NoParams) -> RpcResult<Peers>;
+    fn node_peers(&self, params: ListParams) -> RpcResult<Peers>;
 
     /// Connects to a peer now.
     #[method(name = "node_dial", blocking)]
@@ -44,9 +44,9 @@ pub trait WeftApi {
     #[method(name = "app_install", blocking)]
     fn app_install(&self, params: AppInstallParams) -> RpcResult<InstalledApp>;
 
-    /// Lists the installed applications.
+    /// A page of the installed applications.
     #[method(name = "app_list", blocking)]
-    fn app_list(&self, params: NoParams) -> RpcResult<Applications>;
+    fn app_list(&self, params: ListParams) -> RpcResult<Applications>;
 
     /// Creates a namespace (a root group with its own governance log) with this node as admin.
     #[method(name = "namespace_create", blocking)]
@@ -116,9 +116,9 @@ pub trait WeftApi {
     #[method(name = "context_leave", blocking)]
     fn context_leave(&self, params: ContextParams) -> RpcResult<LeftContext>;
 
-    /// This node's contexts.
+    /// A page of this node's contexts.
     #[method(name = "context_list", blocking)]
-    fn context_list(&self, params: NoParams) -> RpcResult<Contexts>;
+    fn context_list(&self, params: ListParams) -> RpcResult<Contexts>;
 
     /// A context's heads, root, counters, members, revisions and sync progress; with
     /// `if_revision` still current, `{unchanged: true}`.
@@ -160,6 +160,30 @@ pub trait WeftApi {
     /// A node-local key's value.
     #[method(name = "private_get", blocking)]
     fn private_get(&self, params: KeyParams) -> RpcResult<StateValue>;
+
+    /// Deletes a node-local key (never replicated).
+    #[method(name = "private_delete", blocking)]
+    fn private_delete(&self, params: KeyParams) -> RpcResult<Empty>;
+
+    /// A page of node-local entries in key order.
+    #[method(name = "private_scan", blocking)]
+    fn private_scan(&self, params: ScanParams) -> RpcResult<ScanPage>;
+
+    /// Uninstalls an application no context or group here uses.
+    #[method(name = "app_uninstall", blocking)]
+    fn app_uninstall(&self, params: ApplicationParams) -> RpcResult<Empty>;
+
+    /// Deletes a blob nothing names (a collectable blob).
+    #[method(name = "blob_delete", blocking)]
+    fn blob_delete(&self, params: BlobIdParams) -> RpcResult<Empty>;
+
+    /// Deletes this node's copy of a context it left.
+    #[method(name = "context_delete", blocking)]
+    fn context_delete(&self, params: ContextParams) -> RpcResult<Empty>;
+
+    /// Deletes a subgroup and the groups below it (a signed governance op).
+    #[method(name = "group_delete", blocking)]
+    fn group_delete(&self, params: GroupParams) -> RpcResult<SignedOp>;
 
     /// A delta: parents, author, timestamp, actions, expected root.
     #[method(name = "delta_get", blocking)]

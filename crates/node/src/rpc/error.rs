@@ -13,7 +13,7 @@
 //! | -32001 | not found | unknown context, blob, application, delta, namespace, group, member or alias; `reason: "unknown_invitation"` when the inviter's governance never made this node a member |
 //! | -32002 | not a member | this node (or the identity named) is not a member of the namespace or group |
 //! | -32003 | forbidden | the identity lacks the role or capability, or the op breaks a governance rule (the last admin leaving, a frozen application); `reason: "wrong_invitee"` for an invitation issued to another identity |
-//! | -32004 | conflict | the thing to create exists already (a member, a group, a taken alias) |
+//! | -32004 | conflict | the thing to create exists already (a member, a group, a taken alias); `reason: "in_use"` when the thing to remove is still in use (an application a context or group uses, a blob an application names), `detail` saying what uses it |
 //! | -32005 | not ready | the node is starting (store not open, network not listening), busy (a full pending set), its network is not running, the peers it needs are unreachable, it does not hold a group's key yet, or a peer sent a key it refused (`reason`: `starting`, `busy`, `network_not_running`, `unreachable`, `key_not_held`, `key_refused`, `blob_unavailable`, `no_peer`); retry later |
 //! | -32006 | too many subscriptions | the connection holds as many subscriptions as the server allows (1,024); close one first |
 //! | -32007 | request too large | the request is larger than `rpc.max_request_bytes` |
@@ -157,6 +157,16 @@ pub fn from_service(e: ServiceError, limits: &DeltaLimits) -> ErrorObjectOwned {
             format!("{what} {id} already exists"),
             Some(ErrorData { what: Some(what.to_string()), id: Some(id), ..ErrorData::reason("conflict") }),
         ),
+        ServiceError::InUse { what, id, by } => error(
+            codes::CONFLICT,
+            format!("{what} {id} is in use: {by}"),
+            Some(ErrorData {
+                what: Some(what.to_string()),
+                id: Some(id),
+                detail: Some(by),
+                ..ErrorData::reason("in_use")
+            }),
+        ),
         ServiceError::Busy(message) => error(codes::NOT_READY, message, Some(ErrorData::reason("busy"))),
         ServiceError::NotMember(message) => {
             error(codes::NOT_A_MEMBER, format!("not a member: {message}"), Some(ErrorData::reason("not_a_member")))
@@ -272,6 +282,7 @@ mod tests {
             (ServiceError::BadInput("x".into()), codes::INVALID_PARAMS),
             (ServiceError::Unauthorized(PublicKey::default()), codes::FORBIDDEN),
             (ServiceError::Conflict { what: "context", id: String::new() }, codes::CONFLICT),
+            (ServiceError::InUse { what: "application", id: String::new(), by: "x".into() }, codes::CONFLICT),
             (ServiceError::Busy("full".into()), codes::NOT_READY),
             (ServiceError::NotMember("x".into()), codes::NOT_A_MEMBER),
             (ServiceError::Forbidden("x".into()), codes::FORBIDDEN),

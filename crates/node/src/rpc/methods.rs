@@ -31,6 +31,8 @@ use super::wire::{self, encode_action, parse_id, parse_params, parse_role};
 use super::Shared;
 use crate::service::{AliasScope, NodeService, ServiceError};
 
+mod lifecycle;
+
 /// The API as the node serves it.
 pub struct Api<B: Backend> {
     shared: Arc<Shared<B>>,
@@ -123,6 +125,13 @@ pub fn module<B: Backend>(shared: Arc<Shared<B>>) -> Result<RpcModule<Api<B>>, j
     method(&mut m, "state_scan", Api::state_scan)?;
     method(&mut m, "private_put", Api::private_put)?;
     method(&mut m, "private_get", Api::private_get)?;
+    // Lifecycle (issue 26 item 5): `lifecycle.rs`.
+    method(&mut m, "private_delete", Api::private_delete)?;
+    method(&mut m, "private_scan", Api::private_scan)?;
+    method(&mut m, "app_uninstall", Api::app_uninstall)?;
+    method(&mut m, "blob_delete", Api::blob_delete)?;
+    method(&mut m, "context_delete", Api::context_delete)?;
+    method(&mut m, "group_delete", Api::group_delete)?;
     method(&mut m, "delta_get", Api::delta_get)?;
     method(&mut m, "context_call", Api::context_call)?;
     method(&mut m, "context_query", Api::context_query)?;
@@ -241,20 +250,8 @@ impl<B: Backend> WeftApiServer for Api<B> {
         })
     }
 
-    fn node_peers(&self, _: NoParams) -> RpcResult<Peers> {
-        let service = self.service()?;
-        let mut peers = service.peers().map_err(svc_err(&service))?;
-        peers.sort_by_key(|p| p.peer_id.to_string());
-        let peers = peers
-            .into_iter()
-            .map(|p| Peer {
-                peer_id: p.peer_id.to_string(),
-                addrs: strings(&p.addrs),
-                contexts: sorted(p.contexts.iter().map(|c| c.to_hex())),
-                namespaces: sorted(p.namespaces.iter().map(|n| n.to_hex())),
-            })
-            .collect();
-        Ok(Peers { peers })
+    fn node_peers(&self, p: ListParams) -> RpcResult<Peers> {
+        lifecycle::node_peers(self, p)
     }
 
     fn node_dial(&self, p: DialParams) -> RpcResult<Empty> {
@@ -289,21 +286,8 @@ impl<B: Backend> WeftApiServer for Api<B> {
         Ok(InstalledApp { application_id: id.to_hex() })
     }
 
-    fn app_list(&self, _: NoParams) -> RpcResult<Applications> {
-        let service = self.service()?;
-        let applications = service
-            .app_list()
-            .map_err(svc_err(&service))?
-            .into_iter()
-            .map(|a| Application {
-                application_id: a.application_id.to_hex(),
-                name: a.name,
-                version: a.version,
-                size: a.size,
-                bytecode_blob_id: a.bytecode.blob_id.to_hex(),
-            })
-            .collect();
-        Ok(Applications { applications })
+    fn app_list(&self, p: ListParams) -> RpcResult<Applications> {
+        lifecycle::app_list(self, p)
     }
 
     fn namespace_create(&self, p: NamespaceCreateParams) -> RpcResult<CreatedNamespace> {
@@ -401,7 +385,8 @@ impl<B: Backend> WeftApiServer for Api<B> {
             Some(GroupUpgradeStatus::InProgress { total, completed, failed }) => {
                 UpgradeStatus { total, completed, failed, ..status(UpgradeState::InProgress, None) }
             }
-            // The record keeps no counters once every context moved or failed: count them.
+            // The record keeps no counters once every context moved or failed: the counters it
+            // completed with are kept beside it (0x3B).
             Some(GroupUpgradeStatus::Completed { completed_at }) => {
                 let (total, completed, failed) = service.upgrade_counts(&group).map_err(svc_err(&service))?;
                 UpgradeStatus { total, completed, failed, ..status(UpgradeState::Completed, Some(completed_at)) }
@@ -466,20 +451,8 @@ impl<B: Backend> WeftApiServer for Api<B> {
         Ok(LeftContext { op_id: op.map(|op| op.to_hex()) })
     }
 
-    fn context_list(&self, _: NoParams) -> RpcResult<Contexts> {
-        let service = self.service()?;
-        let contexts = service
-            .context_list()
-            .map_err(svc_err(&service))?
-            .into_iter()
-            .map(|c| ContextEntry {
-                context_id: c.context_id.to_hex(),
-                group_id: c.group_id.map(|g| g.to_hex()),
-                application_id: c.application_id.map(|a| a.to_hex()),
-                alias: c.alias,
-            })
-            .collect();
-        Ok(Contexts { contexts })
+    fn context_list(&self, p: ListParams) -> RpcResult<Contexts> {
+        lifecycle::context_list(self, p)
     }
 
     fn context_status(&self, p: ContextStatusParams) -> RpcResult<ContextStatusReply> {
@@ -577,13 +550,7 @@ impl<B: Backend> WeftApiServer for Api<B> {
         let page = service
             .scan(&id, &prefix, after.as_deref(), p.clamped_limit(), self.shared.scan_bytes, p.reverse)
             .map_err(svc_err(&service))?;
-        let entries = page
-            .entries
-            .into_iter()
-            .map(|(k, v)| Ok(Entry { key: p.encoding.encode("key", k)?, value: p.encoding.encode("value", v)? }))
-            .collect::<RpcResult<Vec<_>>>()?;
-        let next = page.next.map(|k| p.encoding.encode("key", k)).transpose()?;
-        Ok(ScanPage { entries, next })
+        lifecycle::scan_page(&p, page)
     }
 
     fn private_put(&self, p: PutParams) -> RpcResult<Empty> {
@@ -601,6 +568,31 @@ impl<B: Backend> WeftApiServer for Api<B> {
         let key = p.encoding.decode("key", &p.key)?;
         let value = service.private_get(&id, &key).map_err(svc_err(&service))?;
         Ok(StateValue { value: value.map(|v| p.encoding.encode("value", v)).transpose()? })
+    }
+
+    // Lifecycle (issue 26 item 5): each body is in `lifecycle.rs`.
+    fn private_delete(&self, p: KeyParams) -> RpcResult<Empty> {
+        lifecycle::private_delete(self, p)
+    }
+
+    fn private_scan(&self, p: ScanParams) -> RpcResult<ScanPage> {
+        lifecycle::private_scan(self, p)
+    }
+
+    fn app_uninstall(&self, p: ApplicationParams) -> RpcResult<Empty> {
+        lifecycle::app_uninstall(self, p)
+    }
+
+    fn blob_delete(&self, p: BlobIdParams) -> RpcResult<Empty> {
+        lifecycle::blob_delete(self, p)
+    }
+
+    fn context_delete(&self, p: ContextParams) -> RpcResult<Empty> {
+        lifecycle::context_delete(self, p)
+    }
+
+    fn group_delete(&self, p: GroupParams) -> RpcResult<SignedOp> {
+        lifecycle::group_delete(self, p)
     }
 
     fn delta_get(&self, p: DeltaParams) -> RpcResult<Delta> {

@@ -84,6 +84,7 @@ pub fn event(event: &ContextEvent) -> Event {
             author: author.to_hex(),
             event: super::types::AppEventData { kind: kind.clone(), data: super::wire::encode_base64(data) },
         },
+        ContextEvent::Deleted { context_id } => Event::Deleted { context_id: context_id.to_hex() },
     }
 }
 
@@ -97,6 +98,7 @@ pub fn context_kind(event: &ContextEvent) -> bool {
             | ContextEvent::Repaired { .. }
             | ContextEvent::MemberChanged { .. }
             | ContextEvent::AppEvent { .. }
+            | ContextEvent::Deleted { .. }
     )
 }
 
@@ -165,6 +167,10 @@ pub async fn forward_events<B: Backend>(
             break;
         };
         if sink.send(raw).await.is_err() {
+            break;
+        }
+        // A deleted context has no more events: its subscription ends here.
+        if only.is_some() && matches!(message, Event::Deleted { .. }) {
             break;
         }
     }

@@ -15,7 +15,9 @@ use serde::de::DeserializeOwned;
 use weft_primitives::Action;
 
 use super::error::invalid_params;
-use super::types::{BatchParams, ContextMembersParams, Encoding, GroupMembersParams, ScanParams, WireAction};
+use super::types::{
+    BatchParams, ContextMembersParams, Encoding, GroupMembersParams, ListParams, ScanParams, WireAction,
+};
 
 /// Most entries one `state_scan` returns; larger limits are clamped to it.
 pub const MAX_SCAN_LIMIT: u32 = 1000;
@@ -108,6 +110,18 @@ impl ContextMembersParams {
     /// The limit, defaulted and clamped (as `group_members`').
     pub fn clamped_limit(&self) -> usize {
         clamp(self.limit, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT)
+    }
+}
+
+/// Most items one page of `app_list`, `context_list` or `node_peers` holds.
+pub const MAX_LIST_LIMIT: u32 = 1000;
+/// Items on such a page when the call passes no limit.
+pub const DEFAULT_LIST_LIMIT: u32 = 100;
+
+impl ListParams {
+    /// The limit, defaulted and clamped.
+    pub fn clamped_limit(&self) -> usize {
+        clamp(self.limit, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
     }
 }
 

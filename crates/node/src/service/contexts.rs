@@ -100,6 +100,11 @@ impl<B: Backend> NodeService<B> {
             .into_iter()
             .map(|(k, _)| k.context_id)
             .collect();
+        self.summaries(ids)
+    }
+
+    /// The summaries of `ids`, in their order.
+    pub(super) fn summaries(&self, ids: Vec<ContextId>) -> Result<Vec<ContextSummary>, ServiceError> {
         let keys: Vec<ContextMeta> = ids.iter().map(|id| ContextMeta { context_id: *id }).collect();
         let metas = self.store().multi_get(&keys)?;
         let mut out = Vec::with_capacity(ids.len());

@@ -56,6 +56,17 @@ pub enum ServiceError {
         /// Its id.
         id: String,
     },
+    /// The thing to remove is still in use (an application a context runs, a blob an
+    /// application names, a context this node has not left); nothing was removed.
+    #[error("{what} {id} is in use: {by}")]
+    InUse {
+        /// What kind of thing.
+        what: &'static str,
+        /// Its id.
+        id: String,
+        /// What uses it.
+        by: String,
+    },
     /// An invitation cannot be used.
     #[error(transparent)]
     Invitation(#[from] InvitationError),

@@ -120,6 +120,12 @@ pub enum ContextEvent {
         /// The blob's size.
         total: u64,
     },
+    /// This node deleted its copy of the context (`context_delete`): the context's last event
+    /// here.
+    Deleted {
+        /// The context.
+        context_id: ContextId,
+    },
 }
 
 /// Where a snapshot being received stands.
@@ -154,7 +160,8 @@ impl ContextEvent {
             | ContextEvent::Snapshot { context_id, .. }
             | ContextEvent::AppEvent { context_id, .. }
             | ContextEvent::Rejected { context_id, .. }
-            | ContextEvent::BlobFetch { context_id, .. } => context_id,
+            | ContextEvent::BlobFetch { context_id, .. }
+            | ContextEvent::Deleted { context_id } => context_id,
         }
     }
 }

@@ -135,8 +135,12 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// This node's counts for the group's latest upgrade: its contexts held here, those
-    /// running the target, those whose move to it failed.
+    /// running the target, those whose move to it failed — once it completed here, as they
+    /// stood then (0x3B; recounted only for an upgrade completed before that row existed).
     pub fn upgrade_counts(&self, group_id: &GroupId) -> Result<(u64, u64, u64), ServiceError> {
+        if let Some(t) = self.governance.upgrade_tally(group_id)? {
+            return Ok((t.total, t.completed, t.failed));
+        }
         Ok(self.governance.upgrade_counts(group_id)?)
     }
 
@@ -179,6 +183,10 @@ impl<B: Backend> NodeService<B> {
         }
         if may_shrink_participants(&op.content.body) {
             self.rekey_namespace(&op.content.namespace_id);
+        }
+        // Lifecycle: a deleted group's contexts are left here (`lifecycle.rs`).
+        if matches!(op.content.body, OpBody::GroupDeleted) {
+            self.group_deleted(op);
         }
         if moves_contexts(&op.content.body) {
             self.apply_upgrade(&op.content.group_id);

@@ -3,7 +3,7 @@
 //! and stored deltas.
 
 use weft_primitives::{Action, ContextDagDeltaValue, ContextId, DeltaId, Event, SecretKey};
-use weft_store::schema::ContextState;
+use weft_store::schema::{ContextPrivateState, ContextState};
 use weft_store::{Backend, PrefixBy, RawTail, Read};
 
 use super::{ContextEvent, NodeService, ServiceError};
@@ -162,21 +162,9 @@ impl<B: Backend> NodeService<B> {
         if let Some(after) = start_after {
             scan = scan.after(&ContextState { context_id: *context_id, app_key: RawTail(after.to_vec()) });
         }
-        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(limit.min(1024));
-        let mut bytes = 0usize;
-        let mut more = false;
-        for row in scan.limit(limit.saturating_add(1)).iter()? {
-            let (key, value) = row?;
-            let size = key.app_key.0.len() + value.len();
-            if entries.len() == limit || (!entries.is_empty() && bytes + size > max_bytes) {
-                more = true;
-                break;
-            }
-            bytes += size;
-            entries.push((key.app_key.0, value));
-        }
-        let next = if more { entries.last().map(|(k, _)| k.clone()) } else { None };
-        Ok(EntryPage { entries, next })
+        let rows =
+            scan.limit(limit.saturating_add(1)).iter()?.map(|row| row.map(|(key, value)| (key.app_key.0, value)));
+        cut_page(rows, limit, max_bytes)
     }
 
     fn check_private(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), ServiceError> {
@@ -205,6 +193,34 @@ impl<B: Backend> NodeService<B> {
         Ok(self.engine.private_get(context_id, key)?)
     }
 
+    /// Deletes a node-local private key (absent already: nothing to do). Nothing is sent.
+    pub fn private_delete(&self, context_id: &ContextId, key: &[u8]) -> Result<(), ServiceError> {
+        self.check_private(key, None)?;
+        self.require_context(context_id)?;
+        Ok(self.engine.private_delete(context_id, key)?)
+    }
+
+    /// A page of the context's node-local private entries, bounded like [`NodeService::scan`]
+    /// (the same limit, byte budget and cursor).
+    pub fn private_scan(
+        &self,
+        context_id: &ContextId,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+        max_bytes: usize,
+        reverse: bool,
+    ) -> Result<EntryPage, ServiceError> {
+        self.require_context(context_id)?;
+        let mut scan = self.store().scan(ContextPrivateState::prefix(context_id).then_raw(prefix)).reversed(reverse);
+        if let Some(after) = start_after {
+            scan = scan.after(&ContextPrivateState { context_id: *context_id, app_key: RawTail(after.to_vec()) });
+        }
+        let rows =
+            scan.limit(limit.saturating_add(1)).iter()?.map(|row| row.map(|(key, value)| (key.app_key.0, value)));
+        cut_page(rows, limit, max_bytes)
+    }
+
     /// A stored delta (applied or pending).
     pub fn delta(&self, context_id: &ContextId, delta_id: &DeltaId) -> Result<ContextDagDeltaValue, ServiceError> {
         self.require_context(context_id)?;
@@ -212,4 +228,32 @@ impl<B: Backend> NodeService<B> {
             .delta(context_id, delta_id)?
             .ok_or_else(|| ServiceError::NotFound { what: "delta", id: delta_id.to_hex() })
     }
+}
+
+/// Cuts a page out of `rows` (a scan limited to `limit + 1` rows): at most `limit` entries and
+/// at most `max_bytes` of keys and values, but always at least one entry; `next` is the last
+/// entry's key when a row was left out. `state_scan` and `private_scan` share it.
+fn cut_page<E>(
+    rows: impl Iterator<Item = Result<Entry, E>>,
+    limit: usize,
+    max_bytes: usize,
+) -> Result<EntryPage, ServiceError>
+where
+    ServiceError: From<E>,
+{
+    let mut entries: Vec<Entry> = Vec::with_capacity(limit.min(1024));
+    let mut bytes = 0usize;
+    let mut more = false;
+    for row in rows {
+        let (key, value) = row?;
+        let size = key.len() + value.len();
+        if entries.len() == limit || (!entries.is_empty() && bytes + size > max_bytes) {
+            more = true;
+            break;
+        }
+        bytes += size;
+        entries.push((key, value));
+    }
+    let next = if more { entries.last().map(|(k, _)| k.clone()) } else { None };
+    Ok(EntryPage { entries, next })
 }

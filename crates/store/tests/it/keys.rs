@@ -160,6 +160,24 @@ fn golden_context_left_mark() {
     assert_eq!(rows.iter().map(|(_, v)| *v).collect::<Vec<u64>>(), vec![0, 1, 2]);
 }
 
+/// Golden bytes of an upgrade's tally (Group 0x3B): key `3b ‖ group_id`, value the Borsh
+/// `GroupUpgradeTallyValue` (total, completed, failed as u64 LE). Changing either needs a
+/// migration.
+#[test]
+fn golden_group_upgrade_tally() {
+    use weft_primitives::GroupUpgradeTallyValue;
+    use weft_store::schema::GroupUpgradeTally;
+    let key = GroupUpgradeTally { group_id: GroupId::from_bytes([0xd4; 32]) };
+    assert_eq!(GroupUpgradeTally::COLUMN, Column::Group);
+    assert_eq!(hex(&key.to_key_bytes()), format!("3b{}", "d4".repeat(32)));
+    assert_eq!(GroupUpgradeTally::from_key_bytes(&key.to_key_bytes()).unwrap(), key);
+    let mut scratch = Vec::new();
+    let tally = GroupUpgradeTallyValue { total: 2, completed: 1, failed: 1 };
+    let value = <GroupUpgradeTally as AsKeyParts>::Codec::encode(&tally, &mut scratch);
+    assert_eq!(hex(value), "020000000000000001000000000000000100000000000000");
+    assert_eq!(<GroupUpgradeTally as AsKeyParts>::Codec::decode(value).unwrap(), tally);
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

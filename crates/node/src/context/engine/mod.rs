@@ -29,6 +29,7 @@ use crate::trie::{self, TrieMemory};
 
 mod apply;
 pub mod checkpoint;
+mod delete;
 mod pending;
 mod repair;
 mod snapshot;
@@ -453,6 +454,12 @@ impl<B: Backend> ContextEngine<B> {
     pub fn private_put(&self, context_id: &ContextId, key: &[u8], value: &[u8]) -> Result<(), EngineError> {
         self.meta(context_id)?;
         Ok(self.store.put(&ContextPrivateState { context_id: *context_id, app_key: RawTail(key.to_vec()) }, value)?)
+    }
+
+    /// Deletes a node-local private key (no delta).
+    pub fn private_delete(&self, context_id: &ContextId, key: &[u8]) -> Result<(), EngineError> {
+        self.meta(context_id)?;
+        Ok(self.store.delete(&ContextPrivateState { context_id: *context_id, app_key: RawTail(key.to_vec()) })?)
     }
 
     /// Reads node-local private state.

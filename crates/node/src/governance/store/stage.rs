@@ -13,7 +13,8 @@ use weft_primitives::{
 use weft_store::schema::{
     Column, ContextGroupRef, GroupAlias, GroupChildIndex, GroupContextAlias, GroupContextIndex, GroupContextMemberCap,
     GroupDefaultCaps, GroupLocalGovNonce, GroupMember, GroupMemberAlias, GroupMemberCapability, GroupMemberContext,
-    GroupMeta, GroupOpHead, GroupOpLog, GroupParentRef, GroupUpgradeKey, NamespaceGovHead, NamespaceGovOp,
+    GroupMeta, GroupOpHead, GroupOpLog, GroupParentRef, GroupUpgradeKey, GroupUpgradeTally, NamespaceGovHead,
+    NamespaceGovOp,
 };
 use weft_store::{Backend, Read, WriteBatch};
 
@@ -110,10 +111,12 @@ impl<B: Backend> Governance<B> {
                 Some(u) => {
                     let contexts: Vec<ContextId> = n.contexts.keys().copied().collect();
                     let target = n.meta.as_ref().map(|m| m.target_application_id).unwrap_or_default();
-                    let progressed = self.progress(g, u, target, &contexts, None)?;
-                    batch.put(&GroupUpgradeKey { group_id: g }, &progressed);
+                    self.stage_progress(batch, g, u, target, &contexts, None)?;
                 }
-                None => batch.delete(&GroupUpgradeKey { group_id: g }),
+                None => {
+                    batch.delete(&GroupUpgradeKey { group_id: g });
+                    batch.delete(&GroupUpgradeTally { group_id: g });
+                }
             }
         }
         diff(&o.joined, &n.joined, |(identity, context_id), present| {

@@ -3,9 +3,11 @@
 
 use weft_primitives::{
     ApplicationId, ApplicationMeta, ContextId, GroupContextLastMigrationValue, GroupId, GroupUpgradeStatus,
-    GroupUpgradeValue,
+    GroupUpgradeTallyValue, GroupUpgradeValue,
 };
-use weft_store::schema::{Column, ContextConfig, ContextMeta, GroupContextLastMigration, GroupUpgradeKey};
+use weft_store::schema::{
+    Column, ContextConfig, ContextMeta, GroupContextLastMigration, GroupUpgradeKey, GroupUpgradeTally,
+};
 use weft_store::{Backend, Read, StoreError, WriteBatch};
 
 use super::{lock, Governance, GovernanceError};
@@ -68,8 +70,8 @@ impl<B: Backend> Governance<B> {
                 }
                 let key = GroupContextLastMigration { group_id: *group_id, context_id: *context_id };
                 batch.put(&key, &record);
-                let progressed = self.progress(*group_id, &upgrade, target, &contexts, Some((*context_id, &record)))?;
-                batch.put(&GroupUpgradeKey { group_id: *group_id }, &progressed);
+                let pending = Some((*context_id, &record));
+                self.stage_progress(&mut batch, *group_id, &upgrade, target, &contexts, pending)?;
                 match self.store.write(batch) {
                     Ok(()) => {
                         // The engine rewrites ContextMeta whole when it commits a run; the
@@ -91,9 +93,10 @@ impl<B: Backend> Governance<B> {
                 }
             }
         }
-        let progressed = self.progress(*group_id, &upgrade, target, &contexts, None)?;
+        let mut batch = self.store.batch();
+        let progressed = self.stage_progress(&mut batch, *group_id, &upgrade, target, &contexts, None)?;
         if self.store.get(&GroupUpgradeKey { group_id: *group_id })?.as_ref() != Some(&progressed) {
-            self.store.put(&GroupUpgradeKey { group_id: *group_id }, &progressed)?;
+            self.store.write(batch)?;
         }
         Ok(written)
     }
@@ -124,8 +127,7 @@ impl<B: Backend> Governance<B> {
                 self.stage_application_moved(&mut batch, context_id, &upgrade)?;
             }
             batch.put(&GroupContextLastMigration { group_id: *group_id, context_id: *context_id }, record);
-            let progressed = self.progress(*group_id, &upgrade, target, &contexts, Some((*context_id, record)))?;
-            batch.put(&GroupUpgradeKey { group_id: *group_id }, &progressed);
+            self.stage_progress(&mut batch, *group_id, &upgrade, target, &contexts, Some((*context_id, record)))?;
             match self.store.write(batch) {
                 Ok(()) => return Ok(()),
                 Err(StoreError::Conflict { .. }) if attempt < MIGRATION_RETRIES => continue,
@@ -191,6 +193,35 @@ impl<B: Backend> Governance<B> {
         })
     }
 
+    /// This node's counters of the group's upgrade as they stood when it completed here, if
+    /// it did (since this row exists: older stores recount, see [`Governance::upgrade_counts`]).
+    pub fn upgrade_tally(&self, group_id: &GroupId) -> Result<Option<GroupUpgradeTallyValue>, GovernanceError> {
+        Ok(self.store.get(&GroupUpgradeTally { group_id: *group_id })?)
+    }
+
+    /// Stages this node's progress of `upgrade` ([`Governance::progress`]) in `batch`: the
+    /// 0x24 row and, when the upgrade completes here with it, the counters it completed with
+    /// (0x3B); an upgrade in progress has no tally (a previous upgrade's is removed).
+    pub(super) fn stage_progress(
+        &self,
+        batch: &mut WriteBatch<'_, B, Column>,
+        group_id: GroupId,
+        upgrade: &GroupUpgradeValue,
+        target: ApplicationId,
+        contexts: &[ContextId],
+        pending: Option<(ContextId, &GroupContextLastMigrationValue)>,
+    ) -> Result<GroupUpgradeValue, GovernanceError> {
+        let (progressed, tally) = self.progress(group_id, upgrade, target, contexts, pending)?;
+        batch.put(&GroupUpgradeKey { group_id }, &progressed);
+        match (&progressed.status, tally) {
+            (GroupUpgradeStatus::Completed { .. }, Some(tally)) => batch.put(&GroupUpgradeTally { group_id }, &tally),
+            (GroupUpgradeStatus::InProgress { .. }, _) => batch.delete(&GroupUpgradeTally { group_id }),
+            // Completed before: its tally stays as it was written then.
+            (GroupUpgradeStatus::Completed { .. }, None) => {}
+        }
+        Ok(progressed)
+    }
+
     /// The last migration recorded for a context of a group on this node.
     pub fn last_migration(
         &self,
@@ -204,8 +235,9 @@ impl<B: Backend> Governance<B> {
     /// this node holds (`total`), those running `target` (`completed`) and those whose
     /// last migration to `target` failed (`failed`) — `pending` counting as written.
     /// When they add up to `total`, the upgrade is Completed at the latest record's
-    /// time (or when it was initiated, if no context had to move). An upgrade already
-    /// recorded Completed here stays so.
+    /// time (or when it was initiated, if no context had to move), and the counters it
+    /// completed with are returned beside it. An upgrade already recorded Completed here
+    /// stays so (no new counters).
     pub(super) fn progress(
         &self,
         group_id: GroupId,
@@ -213,14 +245,14 @@ impl<B: Backend> Governance<B> {
         target: ApplicationId,
         contexts: &[ContextId],
         pending: Option<(ContextId, &GroupContextLastMigrationValue)>,
-    ) -> Result<GroupUpgradeValue, GovernanceError> {
+    ) -> Result<(GroupUpgradeValue, Option<GroupUpgradeTallyValue>), GovernanceError> {
         let mut out = upgrade.clone();
         if let Some(stored) = self.store.get(&GroupUpgradeKey { group_id })? {
             let same = stored.initiated_at == upgrade.initiated_at
                 && stored.initiated_by == upgrade.initiated_by
                 && stored.to_version == upgrade.to_version;
             if same && matches!(stored.status, GroupUpgradeStatus::Completed { .. }) {
-                return Ok(stored);
+                return Ok((stored, None));
             }
         }
         let (mut total, mut completed, mut failed, mut last_at) = (0u64, 0u64, 0u64, upgrade.initiated_at);
@@ -243,11 +275,12 @@ impl<B: Backend> Governance<B> {
                 failed += 1;
             }
         }
-        out.status = if completed + failed >= total {
-            GroupUpgradeStatus::Completed { completed_at: last_at }
+        if completed + failed >= total {
+            out.status = GroupUpgradeStatus::Completed { completed_at: last_at };
+            Ok((out, Some(GroupUpgradeTallyValue { total, completed, failed })))
         } else {
-            GroupUpgradeStatus::InProgress { total, completed, failed }
-        };
-        Ok(out)
+            out.status = GroupUpgradeStatus::InProgress { total, completed, failed };
+            Ok((out, None))
+        }
     }
 }

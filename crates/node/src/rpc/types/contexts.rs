@@ -92,8 +92,11 @@ pub struct LeftContext {
 /// `context_list`'s result.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Contexts {
-    /// This node's contexts.
+    /// A page of this node's contexts, by id.
     pub contexts: Vec<ContextEntry>,
+    /// The cursor to pass as `start_after` for the next page (null on the last).
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 /// A context in `context_list`.

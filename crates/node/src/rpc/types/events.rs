@@ -110,6 +110,12 @@ pub enum Event {
         /// The blob's size.
         total: u64,
     },
+    /// This node deleted its copy of the context (`context_delete`); a `subscribe_context`
+    /// subscription ends after it.
+    Deleted {
+        /// The context.
+        context_id: String,
+    },
     /// This subscriber fell behind and missed events (read `context_status` to resynchronize).
     Lagged {
         /// How many.

@@ -10,6 +10,7 @@ mod apps;
 mod contexts;
 mod events;
 mod groups;
+mod lifecycle;
 mod node;
 mod state;
 
@@ -19,6 +20,7 @@ pub use apps::*;
 pub use contexts::*;
 pub use events::*;
 pub use groups::*;
+pub use lifecycle::*;
 pub use node::*;
 pub use state::*;
 

@@ -24,8 +24,11 @@ pub struct NodeInfo {
 /// `node_peers`'s result.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Peers {
-    /// The connected peers, by peer id.
+    /// A page of the connected peers, by peer id.
     pub peers: Vec<Peer>,
+    /// The cursor to pass as `start_after` for the next page (null on the last).
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 /// A connected peer.
@@ -108,8 +111,11 @@ pub struct InstalledApp {
 /// `app_list`'s result.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Applications {
-    /// The installed applications.
+    /// A page of the installed applications, by id.
     pub applications: Vec<Application>,
+    /// The cursor to pass as `start_after` for the next page (null on the last).
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 /// An installed application.
