@@ -41,4 +41,4 @@ pub use call::{Call, LogLevel, LogLine, Outcome};
 pub use error::{ArtifactError, CallError, CompileError, HostError};
 pub use host::{Entry, Host, KeyRange};
 pub use limits::{InvalidLimit, Limits};
-pub use runtime::{Optimize, Runtime, RuntimeError, RuntimeStats, EPOCH_TICK};
+pub use runtime::{Optimize, Runtime, RuntimeError, RuntimeStats, EPOCH_TICK, KEEP_RESIDENT_BYTES, POOL_SLOTS};

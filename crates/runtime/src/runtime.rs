@@ -4,14 +4,29 @@
 //! Calls run on the calling thread and block it until the method returns or a limit stops
 //! it (at most the wall-time budget plus one tick), so an async caller should run them on a
 //! blocking thread. Any number of calls may run at once, each in its own store.
+//!
+//! **Instances come from a pool.** A fresh instance per call is what keeps calls apart, and
+//! mapping a fresh linear memory for each (and unmapping it after) was most of a small
+//! call's cost. The engine uses wasmtime's pooling allocator instead: [`POOL_SLOTS`] slots,
+//! each with its memory reserved once; a call takes a slot, and when it ends the slot's
+//! memory is reset to the module's initial image (the pages the call dirtied, found with
+//! Linux's `PAGEMAP_SCAN` where the kernel has it, are copied back up to
+//! [`KEEP_RESIDENT_BYTES`]; the rest is given back to the kernel), so nothing of one call is
+//! visible to the next. More than [`POOL_SLOTS`] calls at once wait for a slot. The limits
+//! are unchanged: each store's resource limiter still refuses growth past the call's
+//! `memory_bytes` and `table_elements`; a slot's memory can hold any 32-bit memory (4 GiB),
+//! and its tables hold up to the runtime's `table_elements` (a call given a larger table
+//! limit with [`Call::with_limits`] still gets at most that many).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use wasmtime::{Config, Engine, Linker, Module, OptLevel};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, Linker, Module, OptLevel, PoolingAllocationConfig,
+};
 use weft_primitives::{ApplicationId, Hash};
 
 use crate::application::Application;
@@ -22,6 +37,20 @@ use crate::{abi, artifact, ArtifactError, CallError, CompileError, Host, Invalid
 
 /// How often the epoch ticker ticks while calls run: the precision of the wall-time limit.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Instance slots in the pool: the most calls that run at once (more wait for a slot). Each
+/// reserves (never commits) 4 GiB of address space plus guard pages for its memory.
+pub const POOL_SLOTS: u32 = 128;
+
+/// Most tables one application may define (as the store's resource limiter allows).
+pub(crate) const MAX_TABLES: u32 = 16;
+
+/// Bytes of a slot's memory reset by copying (the pages a call dirtied) rather than handed
+/// back to the kernel, so the next call does not fault them in again.
+pub const KEEP_RESIDENT_BYTES: usize = 1 << 20;
+
+/// Pooled slots kept warm (their pages resident) while unused.
+const WARM_SLOTS: u32 = 16;
 
 /// How the runtime compiles. Part of the artifact key: artifacts from a runtime with other
 /// settings are recompiled.
@@ -86,7 +115,41 @@ pub struct Runtime {
     log_gate: Arc<LogGate>,
     cache: Mutex<HashMap<ApplicationId, Application>>,
     counters: Counters,
+    slots: Slots,
     ticker: Ticker,
+}
+
+/// The pool's free instance slots: a call takes one for its store's lifetime, waiting while
+/// none is free, so the pool is never exhausted.
+struct Slots {
+    free: Mutex<u32>,
+    freed: Condvar,
+}
+
+/// A slot taken, given back when dropped.
+struct Slot<'s>(&'s Slots);
+
+impl Slots {
+    fn new(count: u32) -> Self {
+        Slots { free: Mutex::new(count), freed: Condvar::new() }
+    }
+
+    fn take(&self) -> Slot<'_> {
+        // A count is never left half-updated, so a poisoned lock is still a valid count.
+        let mut free = self.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *free -= 1;
+        Slot(self)
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
+        self.0.freed.notify_one();
+    }
 }
 
 impl Runtime {
@@ -109,7 +172,8 @@ impl Runtime {
             })
             // Applications see one memory (and, without wasmtime's `threads` feature, no threads).
             .wasm_multi_memory(false)
-            .wasm_memory64(false);
+            .wasm_memory64(false)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool(&limits)));
         let engine = Engine::new(&config).map_err(|e| RuntimeError::Engine { reason: e.to_string() })?;
         let mut linker = Linker::new(&engine);
         abi::link(&mut linker).map_err(|e| RuntimeError::Engine { reason: e.to_string() })?;
@@ -122,6 +186,7 @@ impl Runtime {
             limits,
             cache: Mutex::default(),
             counters: Counters::default(),
+            slots: Slots::new(POOL_SLOTS),
         })
     }
 
@@ -225,6 +290,8 @@ impl Runtime {
         call: &Call<'_>,
         read_only: bool,
     ) -> Result<Outcome, CallError> {
+        // The slot is given back after the call's store is dropped (inside `call::run`).
+        let _slot = self.slots.take();
         let _running = self.ticker.enter();
         let runner = Runner { engine: &self.engine, limits: &self.limits, tick: EPOCH_TICK, log_gate: &self.log_gate };
         let outcome = call::run(&runner, app, host, call, read_only);
@@ -237,6 +304,25 @@ impl Runtime {
         // The map is never left half-updated, so a poisoned lock is still a valid cache.
         self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The pooling allocator's settings: [`POOL_SLOTS`] instances, each with one memory of up to
+/// 4 GiB (the most a 32-bit memory can be; the resource limiter holds each call to its own
+/// `memory_bytes`) and [`MAX_TABLES`] tables of up to `limits.table_elements` entries.
+fn pool(limits: &Limits) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_core_instances(POOL_SLOTS)
+        .total_memories(POOL_SLOTS)
+        .total_tables(POOL_SLOTS * MAX_TABLES)
+        .max_memories_per_module(1)
+        .max_tables_per_module(MAX_TABLES)
+        .max_memory_size(1 << 32)
+        .table_elements(limits.table_elements as usize)
+        .max_unused_warm_slots(WARM_SLOTS)
+        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+        .table_keep_resident(64 << 10)
+        .pagemap_scan(Enabled::Auto);
+    pool
 }
 
 impl std::fmt::Debug for Runtime {

@@ -1,9 +1,13 @@
 //! The epoch ticker: a thread that advances the engine's epoch every tick while calls run,
 //! which is how a call's wall-time budget interrupts it (wasmtime checks the epoch at function
-//! entries and loop back-edges). The thread sleeps when no call runs and stops when the
-//! runtime is dropped.
+//! entries and loop back-edges). The thread keeps ticking for [`IDLE_GRACE`] after the last
+//! call ends, then sleeps until a call starts; it stops when the runtime is dropped.
+//!
+//! Waking the thread costs a message and a context switch, so a call wakes it only when it
+//! sleeps: calls that follow each other within the grace period (a busy node) send nothing.
+//! Ticks while no call runs are harmless: a call's deadline counts ticks from its own start.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -11,11 +15,23 @@ use std::time::{Duration, Instant};
 
 use wasmtime::Engine;
 
+/// How long the thread goes on ticking after the last call ended before it sleeps.
+pub(crate) const IDLE_GRACE: Duration = Duration::from_secs(1);
+
+/// What the calls and the thread share.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Calls running.
+    active: AtomicUsize,
+    /// Whether the thread sleeps (or is about to) until woken.
+    asleep: AtomicBool,
+}
+
 /// The ticker thread and the count of calls running.
 #[derive(Debug)]
 pub(crate) struct Ticker {
-    active: Arc<AtomicUsize>,
-    /// Wakes the thread when the first call starts; dropping it stops the thread.
+    shared: Arc<Shared>,
+    /// Wakes the sleeping thread when a call starts; dropping it stops the thread.
     wake: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -25,28 +41,42 @@ pub(crate) struct Running<'t>(&'t Ticker);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::AcqRel);
+        self.0.shared.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 impl Ticker {
     /// Starts the thread, ticking `engine`'s epoch every `tick` while calls run.
     pub(crate) fn start(engine: Engine, tick: Duration) -> std::io::Result<Ticker> {
-        let active = Arc::new(AtomicUsize::new(0));
+        let shared = Arc::new(Shared { active: AtomicUsize::new(0), asleep: AtomicBool::new(true) });
         let (wake, woken) = mpsc::channel::<()>();
-        let running = Arc::clone(&active);
+        let state = Arc::clone(&shared);
         let thread = std::thread::Builder::new().name("weft-epoch".into()).spawn(move || {
+            // Starts asleep: no call yet.
+            if woken.recv().is_err() {
+                return;
+            }
             let mut next = Instant::now() + tick;
+            let mut idle_since: Option<Instant> = None;
             loop {
-                if running.load(Ordering::Acquire) == 0 {
-                    // Idle: sleep until a call starts (or the runtime is dropped).
-                    if woken.recv().is_err() {
+                let now = Instant::now();
+                if state.active.load(Ordering::SeqCst) > 0 {
+                    idle_since = None;
+                } else if now.duration_since(*idle_since.get_or_insert(now)) >= IDLE_GRACE {
+                    // Sleep, unless a call started meanwhile. A call that starts after the
+                    // flag is set sees it and sends a wake-up (both sides use SeqCst: one of
+                    // them sees the other's write), so none is missed; a wake-up sent for a
+                    // sleep that did not happen is taken by the next sleep, which then ticks
+                    // through another grace period.
+                    state.asleep.store(true, Ordering::SeqCst);
+                    if state.active.load(Ordering::SeqCst) == 0 && woken.recv().is_err() {
                         return;
                     }
+                    state.asleep.store(false, Ordering::SeqCst);
+                    idle_since = None;
                     next = Instant::now() + tick;
                     continue;
                 }
-                let now = Instant::now();
                 if now >= next {
                     engine.increment_epoch();
                     next = now + tick;
@@ -57,12 +87,13 @@ impl Ticker {
                 }
             }
         })?;
-        Ok(Ticker { active, wake: Some(wake), thread: Some(thread) })
+        Ok(Ticker { shared, wake: Some(wake), thread: Some(thread) })
     }
 
-    /// Counts a call as running until the guard drops, waking the thread if it slept.
+    /// Counts a call as running until the guard drops, waking the thread if it sleeps.
     pub(crate) fn enter(&self) -> Running<'_> {
-        if self.active.fetch_add(1, Ordering::AcqRel) == 0 {
+        self.shared.active.fetch_add(1, Ordering::SeqCst);
+        if self.shared.asleep.swap(false, Ordering::SeqCst) {
             if let Some(wake) = &self.wake {
                 // The thread holds the receiver until the ticker drops, so this cannot fail
                 // while `self` lives; a failure would only mean no more ticks.

@@ -9,3 +9,4 @@ mod abi;
 mod artifacts;
 mod example_apps;
 mod limits;
+mod pool;

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use weft_primitives::{Capabilities, GroupId, HybridClock, NamespaceId, OpId, PublicKey, Role, SignedOp};
+use weft_primitives::{Capabilities, GroupId, HybridClock, NamespaceId, OpId, PublicKey, Role, SecretKey, SignedOp};
 use weft_store::schema::Column;
 use weft_store::{Backend, Store, StoreError};
 
@@ -201,6 +201,11 @@ pub struct Governance<B: Backend> {
     /// [`Governance::create_group`]): two built at once would take the same nonce and heads,
     /// and the second be refused (`NonceReused`).
     local_ops: Mutex<()>,
+    /// This node's identity key in each namespace, as last read from its row (0x37): deriving
+    /// a key's public half from the stored seed is a scalar multiplication, and every write
+    /// and application call asks for the key. [`Governance::identity`] still reads the row
+    /// each time and uses the cached key only if the row holds its seed.
+    identities: Mutex<HashMap<NamespaceId, SecretKey>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -219,6 +224,7 @@ impl<B: Backend> Governance<B> {
             namespaces: Mutex::new(HashMap::new()),
             migrations: Mutex::new(()),
             local_ops: Mutex::new(()),
+            identities: Mutex::new(HashMap::new()),
         }
     }
 

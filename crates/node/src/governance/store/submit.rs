@@ -68,7 +68,13 @@ impl<B: Backend> Governance<B> {
             .store
             .get(&NamespaceIdentity { namespace_id: *namespace_id })?
             .ok_or(GovernanceError::NoIdentity(*namespace_id))?;
-        Ok(SecretKey::from_bytes(&row.private_key))
+        let mut identities = lock(&self.identities);
+        if let Some(key) = identities.get(namespace_id).filter(|key| key.to_bytes() == row.private_key) {
+            return Ok(key.clone());
+        }
+        let key = SecretKey::from_bytes(&row.private_key);
+        identities.insert(*namespace_id, key.clone());
+        Ok(key)
     }
 
     /// Creates a subgroup of `parent` with `secret`'s identity as its first admin
