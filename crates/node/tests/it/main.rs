@@ -31,6 +31,7 @@ mod net_governance;
 mod net_key_pull;
 mod net_leave;
 mod net_many_contexts;
+mod net_ops_off_swarm;
 mod net_repairs_divergence;
 mod net_restart;
 mod net_sealed;
