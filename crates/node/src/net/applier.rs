@@ -1,31 +1,53 @@
-//! Received deltas are applied off the task that drives the swarm. Applying writes RocksDB and
-//! updates the Merkle trie, which can take long (a catch-up page of thousands of deltas); done on
-//! the driver's task it would stall everything else the swarm does meanwhile — ping, identify,
-//! gossipsub's heartbeats. So the driver hands each gossiped delta, catch-up page and deferred
-//! delta whose ops arrived to the [`Applier`], a thread of its own that applies jobs one at a
-//! time in the order they came (a session's pages apply in order), and hands each back with the
-//! engine's verdicts ([`Done`]); the driver then does what follows — the gossip verdict, the next
-//! page, the events — as it did before, on its own loop. At most [`MAX_APPLYING`] jobs are in
-//! flight: past it the driver stops serving its inbound queues, which fill and refuse past
-//! their bounds as they did when the driver applied itself. A snapshot received whole is
-//! installed on the same thread ([`Install`], one RocksDB batch of every key, version and DAG
-//! node: the longest write the network makes), and handed back the same way. Repair merges
-//! and governance ops are still taken in on the driver's task. If the thread dies the driver
-//! stops with it, so the node reports the network dead rather than go on without applying.
+//! What peers send to be written here is taken in off the task that drives the swarm.
+//! Applying a delta writes RocksDB and updates the Merkle trie, taking in a governance op checks
+//! its signature, folds the namespace and writes the op log, a repair merge writes and hashes
+//! thousands of keys: each can take long (a catch-up page of thousands of deltas or ops); done
+//! on the driver's task it would stall everything else the swarm does meanwhile — ping,
+//! identify, gossipsub's heartbeats. So the driver hands each job to the [`Applier`], a thread
+//! of its own that runs jobs one at a time in the order they came, and hands each back with
+//! its results ([`Finished`]); the driver then does what follows — the gossip verdict, the
+//! next page, the events, the next repair request — as it did before, on its own loop. The
+//! jobs: gossiped deltas, catch-up pages and deferred deltas whose ops arrived ([`Job`], back
+//! as [`Done`]); a snapshot received whole ([`Install`], one RocksDB batch of every key,
+//! version and DAG node: the longest write the network makes); governance ops gossiped or in
+//! a namespace catch-up page ([`Ops`], checked and submitted to governance by
+//! `governance::take_op`); a step of a repair session this node asked for ([`RepairStep`]:
+//! absorbing the peer's walk reply or merging its entries, then reading what the next request
+//! carries); a peer's repair request ([`Answer`]: a walk reply, or an exchange that merges the
+//! peer's entries here), whose answer the driver seals and sends when it comes back. One thread
+//! for all keeps the order the network relies on: ops handed over before a delta that cites
+//! them are logged before it is applied, and a delta refused for citing ops not logged yet is
+//! deferred before the ops that release it come back (`deferred.rs`); a session's pages apply
+//! in order. Each job is all-or-nothing as the engine or governance call it makes is. At most
+//! [`MAX_APPLYING`] jobs are in flight: past it the driver stops serving its inbound queues,
+//! which fill and refuse past their bounds as they did when the driver applied itself. What
+//! stays on the driver's task are cheap reads: statuses and heads (its own and to serve),
+//! pages of deltas and ops and snapshot pages to serve (bounded by the frame), the checks of
+//! what a received delta cites, keys and blobs to serve. Still written there: a group or
+//! namespace key a peer sent (one envelope opened and stored, and the ops it opens folded again,
+//! `keys.rs`). If the thread dies the driver stops with it, so the node reports the network
+//! dead rather than go on without applying.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use libp2p::request_response;
 use libp2p::{gossipsub, PeerId};
 use tokio::sync::mpsc;
-use weft_primitives::{ContextDagDeltaValue, ContextId, NamespaceId};
+use weft_primitives::{ContextDagDeltaValue, ContextId, NamespaceId, SignedOp};
 
 use super::catch_up::PageSent;
 use super::driver::{Driver, NetBackend};
+use super::governance::{take_op, NotTaken, Taken};
+use super::protocol::SyncResponse;
+use super::repair::{answer, run_step, Asked, Next, Repair, Step};
+use super::NetStats;
 use crate::context::{ApplyOutcome, Authorizer, ContextEngine, EngineError, SnapshotBuilder, SnapshotInstalled};
+use crate::governance::Governance;
 
 /// Most jobs handed to the applier and not yet done before the driver stops serving inbound
-/// work (each a gossiped delta, a catch-up page or a deferred delta).
+/// work (each a gossiped delta or op, a catch-up page, a deferred delta, a snapshot, a repair
+/// merge).
 pub const MAX_APPLYING: usize = 64;
 
 /// A delta kept aside in case the engine refuses it for citing governance ops not logged
@@ -76,16 +98,81 @@ pub(super) struct Installed {
     pub(super) bytes: u64,
 }
 
-/// What the thread is handed: deltas to apply or a snapshot to install, in order.
+/// Governance ops a peer sent, to take in, and what the driver does next.
+pub(super) struct Ops {
+    pub(super) namespace_id: NamespaceId,
+    pub(super) peer: PeerId,
+    pub(super) ops: Vec<SignedOp>,
+    pub(super) then: OpsThen,
+}
+
+/// What the ops of a job are, and what the driver needs to go on once they are taken in.
+pub(super) enum OpsThen {
+    /// A gossiped op: its message awaits gossipsub's verdict.
+    Gossip(gossipsub::MessageId),
+    /// A page of a namespace catch-up (the next page is asked for after it).
+    Page(PageSent),
+}
+
+/// Ops taken in: one verdict per op, in order.
+pub(super) struct OpsDone {
+    pub(super) namespace_id: NamespaceId,
+    pub(super) peer: PeerId,
+    pub(super) results: Vec<Result<Taken, NotTaken>>,
+    pub(super) then: OpsThen,
+}
+
+/// A step of a repair session this node asked for, and the session (see `repair.rs`).
+pub(super) struct RepairStep {
+    pub(super) context_id: ContextId,
+    pub(super) peer: PeerId,
+    pub(super) repair: Box<Repair>,
+    pub(super) step: Step,
+}
+
+/// A repair step done: the session, and what it does next.
+pub(super) struct RepairStepped {
+    pub(super) context_id: ContextId,
+    pub(super) peer: PeerId,
+    pub(super) repair: Box<Repair>,
+    pub(super) next: Next,
+}
+
+/// A peer's repair request to answer (a walk, or an exchange that merges its entries here).
+pub(super) struct Answer {
+    pub(super) context_id: ContextId,
+    pub(super) peer: PeerId,
+    pub(super) asked: Asked,
+    pub(super) channel: request_response::ResponseChannel<SyncResponse>,
+}
+
+/// A repair request answered: the answer in the clear (the driver seals it) and the keys the
+/// exchange repaired here.
+pub(super) struct Answered {
+    pub(super) context_id: ContextId,
+    pub(super) peer: PeerId,
+    pub(super) response: SyncResponse,
+    pub(super) repaired: u64,
+    pub(super) channel: request_response::ResponseChannel<SyncResponse>,
+}
+
+/// What the thread is handed, in order: deltas to apply, a snapshot to install, governance
+/// ops to take in, a repair step, a repair request to answer.
 enum Task {
     Apply(Job),
     Install(Install),
+    Ops(Ops),
+    Repair(RepairStep),
+    Answer(Answer),
 }
 
 /// What the thread hands back.
 pub(super) enum Finished {
     Applied(Done),
     Installed(Installed),
+    OpsTaken(OpsDone),
+    Repaired(RepairStepped),
+    Answered(Answered),
 }
 
 /// The thread applying received deltas, and the driver's ends of its channels.
@@ -99,10 +186,13 @@ pub(super) struct Applier {
 }
 
 impl Applier {
-    /// Starts the thread over the engine and the authorizer the network judges deltas by.
+    /// Starts the thread over the engine and the authorizer the network judges deltas by,
+    /// and the governance it logs ops in.
     pub(super) fn start<B: NetBackend>(
         engine: Arc<ContextEngine<B>>,
         authorizer: Arc<dyn Authorizer + Send + Sync>,
+        governance: Option<Arc<Governance<B>>>,
+        stats: Arc<NetStats>,
     ) -> Applier {
         let (jobs, inbox) = std::sync::mpsc::channel::<Task>();
         let (done_tx, done) = mpsc::unbounded_channel();
@@ -122,6 +212,19 @@ impl Applier {
                     Task::Install(Install { context_id, peer, builder, round_trips, bytes }) => {
                         let result = engine.install_snapshot(*builder);
                         Finished::Installed(Installed { context_id, peer, result, round_trips, bytes })
+                    }
+                    Task::Ops(Ops { namespace_id, peer, ops, then }) => {
+                        let governance = governance.as_deref();
+                        let results = ops.into_iter().map(|op| take_op(governance, namespace_id, op)).collect();
+                        Finished::OpsTaken(OpsDone { namespace_id, peer, results, then })
+                    }
+                    Task::Repair(RepairStep { context_id, peer, mut repair, step }) => {
+                        let next = run_step(&engine, &stats, context_id, peer, &mut repair, step);
+                        Finished::Repaired(RepairStepped { context_id, peer, repair, next })
+                    }
+                    Task::Answer(Answer { context_id, peer, asked, channel }) => {
+                        let (response, repaired) = answer(&engine, &stats, &context_id, asked);
+                        Finished::Answered(Answered { context_id, peer, response, repaired, channel })
                     }
                 };
                 // The driver is gone: nothing follows.
@@ -151,6 +254,25 @@ impl Applier {
     /// Hands a snapshot over to install; false (the snapshot dropped) if the thread is gone.
     pub(super) fn install(&mut self, install: Install) -> bool {
         self.hand_over(Task::Install(install))
+    }
+
+    /// Hands governance ops over to take in (dropped, and logged, if the thread is gone:
+    /// anti-entropy brings them again).
+    pub(super) fn take_ops(&mut self, ops: Ops) {
+        if !self.hand_over(Task::Ops(ops)) {
+            tracing::error!("the thread applying received deltas is gone; ops not taken in");
+        }
+    }
+
+    /// Hands a repair step over; false (the step dropped) if the thread is gone.
+    pub(super) fn repair(&mut self, step: RepairStep) -> bool {
+        self.hand_over(Task::Repair(step))
+    }
+
+    /// Hands a repair request over to answer; false (dropped, and the peer's request fails) if
+    /// the thread is gone.
+    pub(super) fn answer(&mut self, answer: Answer) -> bool {
+        self.hand_over(Task::Answer(answer))
     }
 
     fn hand_over(&mut self, task: Task) -> bool {
@@ -201,6 +323,18 @@ impl<B: NetBackend> Driver<B> {
             Finished::Installed(installed) => {
                 self.applier.in_flight = self.applier.in_flight.saturating_sub(1);
                 self.snapshot_installed(installed);
+            }
+            Finished::OpsTaken(done) => {
+                self.applier.in_flight = self.applier.in_flight.saturating_sub(1);
+                self.ops_taken(done);
+            }
+            Finished::Repaired(stepped) => {
+                self.applier.in_flight = self.applier.in_flight.saturating_sub(1);
+                self.repair_stepped(stepped);
+            }
+            Finished::Answered(answered) => {
+                self.applier.in_flight = self.applier.in_flight.saturating_sub(1);
+                self.repair_answered(answered);
             }
         }
     }

@@ -121,7 +121,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         events: broadcast::Sender<NetEvent>,
         stats: Arc<NetStats>,
     ) -> Self {
-        let applier = Applier::start(engine.clone(), authorizer.clone());
+        let applier = Applier::start(engine.clone(), authorizer.clone(), governance.clone(), stats.clone());
         Driver {
             swarm,
             engine,

@@ -1,6 +1,7 @@
 //! Governance ops, as a kind of log ([`Namespaces`]; see `log.rs`). With [`Governance`]
 //! attached, each namespace has a topic (named in `topics.rs`) carrying signed ops; received
-//! ops go through [`Governance::submit`] (valid or known: accepted and forwarded; malformed or
+//! ops go, on the thread that applies what peers send (`applier.rs`), through
+//! [`Governance::submit`] (valid or known: accepted and forwarded; malformed or
 //! unauthorized: rejected; citing ops unknown here from a signer that is no participant, or
 //! past the pending bounds: ignored, neither kept nor forwarded — see [`Governance::may_wait`]). A status is the namespace's heads; a node behind fetches the ops
 //! it lacks in topological order, in pages under the frame cap, and an op whose parents are
@@ -16,6 +17,7 @@ use libp2p::{gossipsub, PeerId};
 use weft_primitives::{GroupId, GroupKey, KeyId, NamespaceId, OpId, Sealed, SignedOp};
 use weft_store::Backend;
 
+use super::applier::{Ops, OpsDone, OpsThen};
 use super::catch_up::PageSent;
 use super::driver::{Driver, NetBackend, Pending};
 use super::keys::KeyScope;
@@ -126,30 +128,16 @@ impl LogKind for Namespaces {
         }
     }
 
+    /// Taken in off the driver's task: the session goes on in [`Driver::ops_taken`].
     fn apply_page<B: NetBackend>(
         driver: &mut Driver<B>,
         peer: PeerId,
         namespace_id: NamespaceId,
         ops: Vec<SignedOp>,
-        _: PageSent,
+        page: PageSent,
     ) -> Option<bool> {
-        let mut logged = Vec::new();
-        let mut progressed = false;
-        for op in ops {
-            match driver.submit_op(namespace_id, op) {
-                Ok((outcome, mut ids)) => {
-                    progressed |= outcome != Submitted::Duplicate;
-                    logged.append(&mut ids);
-                }
-                Err(NotTaken::Invalid(reason)) => {
-                    driver.reject::<Namespaces>(namespace_id, peer, reason);
-                }
-                Err(NotTaken::NotBuffered | NotTaken::Failed) => {}
-            }
-        }
-        driver.stats.synced_ops.fetch_add(logged.len() as u64, Ordering::Relaxed);
-        driver.ops_logged(namespace_id, logged, false);
-        Some(progressed)
+        driver.applier.take_ops(Ops { namespace_id, peer, ops, then: OpsThen::Page(page) });
+        None
     }
 
     /// Only a namespace this node replicates: one caught up for a delta's sake is not.
@@ -178,36 +166,16 @@ impl LogKind for Namespaces {
         }
     }
 
+    /// Taken in off the driver's task: judged in [`Driver::ops_taken`].
     fn receive<B: NetBackend>(
         driver: &mut Driver<B>,
         source: PeerId,
         namespace_id: NamespaceId,
         op: SignedOp,
-        _: gossipsub::MessageId,
+        message_id: gossipsub::MessageId,
     ) -> Option<gossipsub::MessageAcceptance> {
-        let verdict = match driver.submit_op(namespace_id, op) {
-            Ok((outcome, logged)) => {
-                driver.stats.ops_gossip_accepted.fetch_add(1, Ordering::Relaxed);
-                driver.ops_logged(namespace_id, logged, false);
-                if matches!(outcome, Submitted::Pending { .. })
-                    && !driver.namespaces.catching_up.contains(&(source, namespace_id))
-                {
-                    driver.ask_page::<Namespaces>(source, namespace_id);
-                }
-                gossipsub::MessageAcceptance::Accept
-            }
-            Err(NotTaken::Invalid(reason)) => driver.reject::<Namespaces>(namespace_id, source, reason),
-            Err(NotTaken::NotBuffered) => {
-                // Not kept nor forwarded; if it is real, catching up from the peer brings it
-                // in order (its parents first).
-                if !driver.namespaces.catching_up.contains(&(source, namespace_id)) {
-                    driver.ask_page::<Namespaces>(source, namespace_id);
-                }
-                gossipsub::MessageAcceptance::Ignore
-            }
-            Err(NotTaken::Failed) => gossipsub::MessageAcceptance::Ignore,
-        };
-        Some(verdict)
+        driver.applier.take_ops(Ops { namespace_id, peer: source, ops: vec![op], then: OpsThen::Gossip(message_id) });
+        None
     }
 
     /// In the clear until the namespace has a key (or while it is not held here), then sealed
@@ -265,45 +233,53 @@ impl LogKind for Namespaces {
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
-    /// Submits a peer's op to governance. `Ok`: its fate and every op logged; `Err`: why it
-    /// was not taken ([`NotTaken`]).
-    fn submit_op(&mut self, namespace_id: NamespaceId, op: SignedOp) -> Result<(Submitted, Vec<OpId>), NotTaken> {
-        let Some(governance) = self.governance.clone() else {
-            return Err(NotTaken::Failed);
-        };
-        if op.content.namespace_id != namespace_id {
-            return Err(NotTaken::Invalid(format!(
-                "an op of namespace {} on this namespace's topic",
-                op.content.namespace_id
-            )));
-        }
-        if let Err(e) = check_signature(&op) {
-            return Err(NotTaken::Invalid(GovernanceError::from(e).to_string()));
-        }
-        if !governance.may_wait(&namespace_id, &op) {
-            self.stats.ops_not_buffered.fetch_add(1, Ordering::Relaxed);
-            return Err(NotTaken::NotBuffered);
-        }
-        let op_id = op.op_id;
-        match governance.submit(op) {
-            Ok(outcome) => {
-                let mut logged = Vec::new();
-                if matches!(outcome.op, Submitted::Accepted | Submitted::Overruled(_)) {
-                    logged.push(op_id);
+    /// Ops a peer sent are taken in (see `applier.rs`): for a gossiped op, gossipsub gets
+    /// the verdict; for a catch-up page, invalid ops are reported and the session goes on (if
+    /// it did not end meanwhile). Ops logged release the deltas that waited for them, and an
+    /// op that waits for its parents (or was not kept for want of them) starts a catch-up
+    /// from its sender.
+    pub(super) fn ops_taken(&mut self, done: OpsDone) {
+        let OpsDone { namespace_id, peer, results, then } = done;
+        let mut logged = Vec::new();
+        let mut progressed = false;
+        let mut catch_up = false;
+        let mut verdict = gossipsub::MessageAcceptance::Ignore;
+        for result in results {
+            match result {
+                Ok((outcome, mut ids)) => {
+                    progressed |= outcome != Submitted::Duplicate;
+                    catch_up |= matches!(outcome, Submitted::Pending { .. });
+                    logged.append(&mut ids);
+                    verdict = gossipsub::MessageAcceptance::Accept;
                 }
-                logged.extend(outcome.released);
-                Ok((outcome.op, logged))
+                Err(NotTaken::Invalid(reason)) => verdict = self.reject::<Namespaces>(namespace_id, peer, reason),
+                Err(NotTaken::NotBuffered) => {
+                    self.stats.ops_not_buffered.fetch_add(1, Ordering::Relaxed);
+                    // Not kept nor forwarded; if it is real, catching up from the peer brings
+                    // it in order (its parents first).
+                    catch_up = true;
+                    verdict = gossipsub::MessageAcceptance::Ignore;
+                }
+                Err(NotTaken::Failed) => verdict = gossipsub::MessageAcceptance::Ignore,
             }
-            Err(e @ (GovernanceError::Invalid(_) | GovernanceError::Rejected(_))) => {
-                Err(NotTaken::Invalid(e.to_string()))
+        }
+        match then {
+            OpsThen::Gossip(message_id) => {
+                if verdict == gossipsub::MessageAcceptance::Accept {
+                    self.stats.ops_gossip_accepted.fetch_add(1, Ordering::Relaxed);
+                }
+                self.ops_logged(namespace_id, logged, false);
+                if catch_up && !self.namespaces.catching_up.contains(&(peer, namespace_id)) {
+                    self.ask_page::<Namespaces>(peer, namespace_id);
+                }
+                self.swarm.behaviour_mut().gossipsub.report_message_validation_result(&message_id, &peer, verdict);
             }
-            Err(GovernanceError::PendingFull { .. } | GovernanceError::SignerPendingFull { .. }) => {
-                self.stats.ops_not_buffered.fetch_add(1, Ordering::Relaxed);
-                Err(NotTaken::NotBuffered)
-            }
-            Err(e) => {
-                tracing::warn!(%namespace_id, error = %e, "op not submitted");
-                Err(NotTaken::Failed)
+            OpsThen::Page(page) => {
+                self.stats.synced_ops.fetch_add(logged.len() as u64, Ordering::Relaxed);
+                self.ops_logged(namespace_id, logged, false);
+                if self.namespaces.catching_up.contains(&(peer, namespace_id)) {
+                    self.after_page::<Namespaces>(peer, namespace_id, progressed, page);
+                }
             }
         }
     }
@@ -337,8 +313,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     }
 }
 
+/// An op taken in: its fate, and every op logged by it (itself, and pending ones it released).
+pub(super) type Taken = (Submitted, Vec<OpId>);
+
 /// Why a peer's op was not taken.
-enum NotTaken {
+pub(super) enum NotTaken {
     /// It is invalid or unauthorized: the peer's fault (gossipsub `Reject`).
     Invalid(String),
     /// Its parents are unknown here and it may not wait for them (see [`Governance::may_wait`]), or the
@@ -346,6 +325,50 @@ enum NotTaken {
     NotBuffered,
     /// It could not be judged now (a store failure).
     Failed,
+}
+
+/// Submits a peer's op to governance (on the applier's thread: checking its signature and
+/// logging it are the slow part). `Ok`: its fate and every op logged; `Err`: why it was not
+/// taken ([`NotTaken`]).
+pub(super) fn take_op<B: Backend>(
+    governance: Option<&Governance<B>>,
+    namespace_id: NamespaceId,
+    op: SignedOp,
+) -> Result<Taken, NotTaken> {
+    let Some(governance) = governance else {
+        return Err(NotTaken::Failed);
+    };
+    if op.content.namespace_id != namespace_id {
+        return Err(NotTaken::Invalid(format!(
+            "an op of namespace {} on this namespace's topic",
+            op.content.namespace_id
+        )));
+    }
+    if let Err(e) = check_signature(&op) {
+        return Err(NotTaken::Invalid(GovernanceError::from(e).to_string()));
+    }
+    if !governance.may_wait(&namespace_id, &op) {
+        return Err(NotTaken::NotBuffered);
+    }
+    let op_id = op.op_id;
+    match governance.submit(op) {
+        Ok(outcome) => {
+            let mut logged = Vec::new();
+            if matches!(outcome.op, Submitted::Accepted | Submitted::Overruled(_)) {
+                logged.push(op_id);
+            }
+            logged.extend(outcome.released);
+            Ok((outcome.op, logged))
+        }
+        Err(e @ (GovernanceError::Invalid(_) | GovernanceError::Rejected(_))) => Err(NotTaken::Invalid(e.to_string())),
+        Err(GovernanceError::PendingFull { .. } | GovernanceError::SignerPendingFull { .. }) => {
+            Err(NotTaken::NotBuffered)
+        }
+        Err(e) => {
+            tracing::warn!(%namespace_id, error = %e, "op not submitted");
+            Err(NotTaken::Failed)
+        }
+    }
 }
 
 /// The ops a peer with `heads` lacks, in topological order, under the count and frame limits.

@@ -29,6 +29,7 @@ use super::frame_len;
 use super::governance::Namespaces;
 use super::keys::KeyScope;
 use super::protocol::{SyncRequest, SyncResponse, MAX_FRAME};
+use super::sealing::Served;
 
 /// Most bytes of inbound requests and gossip queued per peer (one item is always admitted
 /// into an empty queue, whatever its size under [`MAX_FRAME`]).
@@ -187,7 +188,14 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                         request if !self.admits(&peer, &request) => self.refused(),
                         request => {
                             self.stats.requests_served.fetch_add(1, Ordering::Relaxed);
-                            self.serve(peer, request)
+                            match self.serve(peer, request) {
+                                Served::Now(response) => *response,
+                                Served::Repair { context_id, asked } => {
+                                    // Answered off the driver's task (see `repair.rs`).
+                                    self.serve_repair(peer, context_id, asked, channel);
+                                    continue;
+                                }
+                            }
                         }
                     };
                     self.stats.sync_bytes_sent.fetch_add(frame_len(&response), Ordering::Relaxed);
@@ -260,15 +268,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             SyncRequest::GroupKey { group_id, key_id, requester } => {
                 self.serve_key(peer, KeyScope::Group(group_id), key_id, requester)
             }
-            SyncRequest::RepairWalk { context_id, nodes } => self.serve_repair_walk(&context_id, nodes),
             SyncRequest::Snapshot { context_id, session, cursor } => {
                 self.serve_snapshot(peer, context_id, session, &cursor)
             }
-            // The exchange merges the peer's entries here: not into a context this node left.
-            SyncRequest::RepairEntries { context_id, .. } if self.has_left(&context_id) => SyncResponse::Unknown,
-            SyncRequest::RepairEntries { context_id, entries, keys } => {
-                self.serve_repair_entries(peer, context_id, entries, keys)
-            }
+            // Answered off the driver's task (see `Driver::serve`).
+            SyncRequest::RepairWalk { .. } | SyncRequest::RepairEntries { .. } => SyncResponse::Unknown,
             SyncRequest::NamespaceStatus { namespace_id } => self.serve_namespace_status(&namespace_id),
             SyncRequest::Ops { namespace_id, heads, max } => self.serve_ops(&namespace_id, &heads, max),
             SyncRequest::Status { context_id } => self.serve_status(&context_id),

@@ -23,6 +23,7 @@ use super::driver::Driver;
 use super::governance::Namespaces;
 use super::log::LogKind;
 use super::protocol::{self, SealedKind, SyncRequest, SyncResponse};
+use super::repair::Asked;
 
 /// How traffic about a log travels (see the protocol docs).
 pub(super) enum Sealing {
@@ -32,6 +33,22 @@ pub(super) enum Sealing {
     Key(GroupId, GroupKey),
     /// The log has a key this node does not hold: nothing about it is sent.
     Withheld,
+}
+
+/// How a request is served.
+pub(super) enum Served {
+    /// The answer, to send now (boxed: most answers are served now, but the enum is passed by
+    /// value).
+    Now(Box<SyncResponse>),
+    /// A repair request (a walk, an exchange): answered on the applier's thread, and the
+    /// answer sent after (see [`Driver::serve_repair`]).
+    Repair { context_id: ContextId, asked: Asked },
+}
+
+impl Served {
+    fn now(response: SyncResponse) -> Served {
+        Served::Now(Box::new(response))
+    }
 }
 
 /// Why a sealed message was not opened.
@@ -44,8 +61,9 @@ pub(super) enum Unsealed {
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// Serves a request, sealing what carries a keyed log's state (and opening a sealed
-    /// request first).
-    pub(super) fn serve(&self, peer: PeerId, request: SyncRequest) -> SyncResponse {
+    /// request first). A repair walk or exchange is answered later, off the driver's task
+    /// ([`Served::Repair`]).
+    pub(super) fn serve(&self, peer: PeerId, request: SyncRequest) -> Served {
         let (context_id, request) = match request {
             SyncRequest::Sealed { context_id, group_id, sealed } => {
                 match self.open::<Contexts, SyncRequest>(&context_id, group_id, SealedKind::Request, &sealed) {
@@ -54,19 +72,35 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     {
                         (context_id, inner)
                     }
-                    _ => return SyncResponse::Unknown,
+                    _ => return Served::now(SyncResponse::Unknown),
                 }
             }
             SyncRequest::NamespaceStatus { namespace_id } | SyncRequest::Ops { namespace_id, .. } => {
-                return self.serve_sealed::<Namespaces>(peer, namespace_id, request);
+                return Served::now(self.serve_sealed::<Namespaces>(peer, namespace_id, request));
             }
-            SyncRequest::GroupKey { .. } | SyncRequest::NamespaceKey { .. } => return self.serve_plain(peer, request),
+            SyncRequest::GroupKey { .. } | SyncRequest::NamespaceKey { .. } => {
+                return Served::now(self.serve_plain(peer, request))
+            }
             other => match request_context(&other) {
                 Some(context_id) => (context_id, other),
-                None => return SyncResponse::Unknown,
+                None => return Served::now(SyncResponse::Unknown),
             },
         };
-        self.serve_sealed::<Contexts>(peer, context_id, request)
+        let asked = match request {
+            // The exchange merges the peer's entries here: not into a context this node left.
+            SyncRequest::RepairEntries { .. } if self.has_left(&context_id) => {
+                return Served::now(SyncResponse::Unknown)
+            }
+            SyncRequest::RepairEntries { entries, keys, .. } => Asked::Exchange { entries, keys },
+            SyncRequest::RepairWalk { nodes, .. } => Asked::Walk(nodes),
+            request => return Served::now(self.serve_sealed::<Contexts>(peer, context_id, request)),
+        };
+        // Not without the context's current key, as every answer carrying its state.
+        if let Sealing::Withheld = Contexts::sealing(self, &context_id) {
+            Contexts::counters(&self.stats).sealed_withheld.fetch_add(1, Ordering::Relaxed);
+            return Served::now(SyncResponse::Unknown);
+        }
+        Served::Repair { context_id, asked }
     }
 
     /// Serves a request about a log: nothing (`Unknown`) if this node lacks its current key,
@@ -78,12 +112,27 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             return SyncResponse::Unknown;
         }
         let response = self.serve_plain(peer, request);
+        self.seal_with::<K>(sealing, &id, response)
+    }
+
+    /// An answer about a log as it travels now: sealed under the log's current key if it
+    /// carries the log's state, nothing (`Unknown`) if this node lacks that key.
+    pub(super) fn seal_answer<K: LogKind>(&self, id: &K::Id, response: SyncResponse) -> SyncResponse {
+        self.seal_with::<K>(K::sealing(self, id), id, response)
+    }
+
+    /// An answer about a log as it travels under `sealing`.
+    fn seal_with<K: LogKind>(&self, sealing: Sealing, id: &K::Id, response: SyncResponse) -> SyncResponse {
         match sealing {
             Sealing::Key(group_id, key) if K::sealable(&response) => {
-                match self.seal::<K, _>(&key, group_id, SealedKind::Response, &id, &response) {
+                match self.seal::<K, _>(&key, group_id, SealedKind::Response, id, &response) {
                     Some(sealed) => K::seal_response(group_id, sealed),
                     None => SyncResponse::Unknown,
                 }
+            }
+            Sealing::Withheld => {
+                K::counters(&self.stats).sealed_withheld.fetch_add(1, Ordering::Relaxed);
+                SyncResponse::Unknown
             }
             _ => response,
         }
