@@ -136,6 +136,17 @@ params! {
         id::<ContextId>(&p.context_id);
         encoded(p.encoding, "args", &p.args);
     },
+    ContextStatusParams => |p: ContextStatusParams| id::<ContextId>(&p.context_id),
+    ContextMembersParams => |p: ContextMembersParams| {
+        id::<ContextId>(&p.context_id);
+        optional(p.start_after.as_deref(), id::<PublicKey>);
+        assert!((1..=1000).contains(&p.clamped_limit()), "limit {:?} clamps to {}", p.limit, p.clamped_limit());
+    },
+    ListParams => |p: ListParams| {
+        assert!((1..=1000).contains(&p.clamped_limit()), "limit {:?} clamps to {}", p.limit, p.clamped_limit());
+    },
+    ApplicationParams => |p: ApplicationParams| id::<ApplicationId>(&p.application_id),
+    BlobIdParams => |p: BlobIdParams| id::<BlobId>(&p.blob_id),
 }
 
 /// The params type named `name` and its selector.

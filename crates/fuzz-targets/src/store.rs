@@ -108,6 +108,7 @@ families! {
     PartialBlob,
     PartialBlobChunk,
     KnownPeer,
+    GroupUpgradeTally,
 }
 
 /// The family named `name`.
