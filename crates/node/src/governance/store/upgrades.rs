@@ -222,6 +222,28 @@ impl<B: Backend> Governance<B> {
         Ok(progressed)
     }
 
+    /// The counters of an upgrade already completed here, when `pending` moves one of its
+    /// contexts that it counted as failed (its application arrived after the upgrade completed
+    /// with it "not installed", say): that context now counts as completed. `None` (the kept
+    /// counters stand) otherwise — no record written, a failed one, or a context the upgrade
+    /// did not count (created in the group after it completed).
+    fn late_move(
+        &self,
+        group_id: GroupId,
+        target: ApplicationId,
+        pending: Option<(ContextId, &GroupContextLastMigrationValue)>,
+    ) -> Result<Option<GroupUpgradeTallyValue>, GovernanceError> {
+        let Some((context_id, record)) = pending.filter(|(_, r)| r.error.is_none()) else { return Ok(None) };
+        let before = self.last_migration(&group_id, &context_id)?.filter(|r| r.to_application == target);
+        let Some(mut tally) = self.upgrade_tally(&group_id)? else { return Ok(None) };
+        if before.is_none_or(|r| r.error.is_none()) || tally.failed == 0 || record.to_application != target {
+            return Ok(None);
+        }
+        tally.failed -= 1;
+        tally.completed += 1;
+        Ok(Some(tally))
+    }
+
     /// The last migration recorded for a context of a group on this node.
     pub fn last_migration(
         &self,
@@ -237,7 +259,8 @@ impl<B: Backend> Governance<B> {
     /// When they add up to `total`, the upgrade is Completed at the latest record's
     /// time (or when it was initiated, if no context had to move), and the counters it
     /// completed with are returned beside it. An upgrade already recorded Completed here
-    /// stays so (no new counters).
+    /// stays so, with the counters it completed with — but for a context it counted as failed
+    /// that moves late ([`Governance::late_move`]).
     pub(super) fn progress(
         &self,
         group_id: GroupId,
@@ -252,7 +275,7 @@ impl<B: Backend> Governance<B> {
                 && stored.initiated_by == upgrade.initiated_by
                 && stored.to_version == upgrade.to_version;
             if same && matches!(stored.status, GroupUpgradeStatus::Completed { .. }) {
-                return Ok((stored, None));
+                return Ok((stored, self.late_move(group_id, target, pending)?));
             }
         }
         let (mut total, mut completed, mut failed, mut last_at) = (0u64, 0u64, 0u64, upgrade.initiated_at);
