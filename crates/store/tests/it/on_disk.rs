@@ -192,7 +192,7 @@ fn a_version_1_store_migrates_to_the_current_version() {
     assert!(matches!(open(dir.path()), Err(StoreError::MissingMigration { from: 1 })));
     let backend = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).unwrap();
     let store = Store::open_with_migrations(backend, &weft_store::schema::migrations()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), Some(4));
+    assert_eq!(store.schema_version().unwrap(), Some(Column::SCHEMA_VERSION));
     assert_eq!(store.get(&row).unwrap(), Some(b"v".to_vec()));
 }
 
