@@ -136,6 +136,12 @@ struct Fetch {
     blamed: HashSet<PeerId>,
     /// Peers that served chunks since the partial copy was last empty.
     served_by: HashSet<PeerId>,
+    /// The partial copy was started by this fetch (not resumed from an earlier run's chunks),
+    /// so `served_by` names every source of it.
+    from_start: bool,
+    /// A copy served by several peers failed its hash, and who lied cannot be told: from now
+    /// on each copy comes from one peer alone, so a failure blames exactly its server.
+    single_source: bool,
     /// A peer answered `Busy`: ask again at the next tick.
     busy: bool,
     /// `Busy` answers in a row from the peer asked.
@@ -144,6 +150,17 @@ struct Fetch {
     logged_tenth: u64,
     /// Who waits for the outcome: the blob's size, or why it failed.
     waiters: Vec<oneshot::Sender<Result<u64, BlobFetchError>>>,
+}
+
+impl Fetch {
+    /// The partial copy was dropped: the next chunk asked is the first.
+    fn restart(&mut self) {
+        self.total = None;
+        self.next = 0;
+        self.served_by.clear();
+        self.from_start = true;
+        self.logged_tenth = 0;
+    }
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -197,6 +214,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             passed: HashSet::new(),
             blamed: HashSet::new(),
             served_by: HashSet::new(),
+            from_start: next == 0,
+            single_source: false,
             busy: false,
             busy_rounds: 0,
             logged_tenth: 0,
@@ -258,21 +277,40 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             self.end_fetch(blob_id, Err(error));
             return;
         };
-        let max = self.config.blob_chunk_bytes.clamp(1, MAX_BLOB_CHUNK);
-        let offset = fetch.next;
-        if let Some(fetch) = self.blobs.fetches.get_mut(&blob_id) {
-            fetch.asking = Some((peer, context_id));
+        let switching = fetch.next > 0 && !(fetch.from_start && fetch.served_by.iter().all(|p| *p == peer));
+        if fetch.single_source && switching {
+            // The copy so far came (at least partly) from others: start over with this peer
+            // alone, so that if its copy fails the hash, the blame is its own.
+            let store = self.engine.store();
+            let mut batch = store.batch();
+            if let Err(e) = clear_partial(&mut batch, blob_id).and_then(|()| store.write(batch)) {
+                self.end_fetch(blob_id, Err(BlobFetchError::Store { blob_id, reason: e.to_string() }));
+                return;
+            }
+            if let Some(fetch) = self.blobs.fetches.get_mut(&blob_id) {
+                fetch.restart();
+            }
         }
+        let max = self.config.blob_chunk_bytes.clamp(1, MAX_BLOB_CHUNK);
+        let Some(fetch) = self.blobs.fetches.get_mut(&blob_id) else { return };
+        let offset = fetch.next;
+        fetch.asking = Some((peer, context_id));
         let request = SyncRequest::Blob { context_id, blob_id, offset, max };
         self.send_sync_request(peer, request, Pending::Blob(context_id, blob_id));
     }
 
-    /// The next (peer, context) to ask: connected peers subscribed to the context's topic
-    /// first, then the other connected peers; none passed over or blamed.
+    /// The next (peer, context) to ask: a peer that served this copy so far while it still
+    /// can (a copy from one source is one a failed hash can blame), else connected peers
+    /// subscribed to the context's topic first, then the other connected peers; none passed
+    /// over or blamed.
     fn next_candidate(&self, fetch: &Fetch) -> Option<(PeerId, ContextId)> {
-        self.next_fetch_peer(&fetch.contexts, |peer, context_id| {
+        let usable = |peer: &PeerId, context_id: &ContextId| {
             !fetch.blamed.contains(peer) && !fetch.passed.contains(&(*peer, *context_id))
+        };
+        self.next_fetch_peer(&fetch.contexts, |peer, context_id| {
+            fetch.served_by.contains(peer) && usable(peer, context_id)
         })
+        .or_else(|| self.next_fetch_peer(&fetch.contexts, usable))
     }
 
     /// The first (peer, context) that `usable` accepts, over `contexts` in order: for each,
@@ -370,10 +408,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 self.end_fetch(blob_id, Err(BlobFetchError::Store { blob_id, reason: e.to_string() }));
                 return false;
             }
-            fetch.total = None;
-            fetch.next = 0;
-            fetch.served_by.clear();
-            fetch.logged_tenth = 0;
+            fetch.restart();
             return true;
         }
         let len = data.len() as u64;
@@ -450,12 +485,16 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
         self.stats.blob_fetches_corrupt.fetch_add(1, Ordering::Relaxed);
         let Some(fetch) = self.blobs.fetches.get_mut(&blob_id) else { return };
-        tracing::warn!(%blob_id, peers = ?fetch.served_by, "a fetched blob does not hash to its id: discarded");
-        let blamed: Vec<PeerId> = fetch.served_by.drain().collect();
-        fetch.blamed.extend(blamed);
-        fetch.total = None;
-        fetch.next = 0;
-        fetch.logged_tenth = 0;
+        if fetch.from_start && fetch.served_by.len() == 1 {
+            tracing::warn!(%blob_id, peers = ?fetch.served_by, "a fetched blob does not hash to its id: discarded, its server blamed");
+            fetch.blamed.extend(fetch.served_by.iter().copied());
+        } else {
+            // Several sources (peers, or an earlier run's chunks): the liar cannot be told, and
+            // blaming them all would pass over an honest peer. Fetch from one source at a time.
+            tracing::warn!(%blob_id, peers = ?fetch.served_by, "a blob fetched from several sources does not hash to its id: discarded, fetching from one peer at a time");
+            fetch.single_source = true;
+        }
+        fetch.restart();
         self.advance_fetch(blob_id);
     }
 

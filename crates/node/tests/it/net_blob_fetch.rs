@@ -211,8 +211,63 @@ fn a_corrupt_copy_is_never_stored_and_the_fetch_goes_on_from_an_honest_peer() {
     assert!(installed(&c, application_id));
     assert!(no_partial_rows(&c, blob_id));
     assert_eq!(c.net.stats().blob_fetches_completed.load(Ordering::Relaxed), 1);
-    // Only a holds an honest copy: it served all of it.
-    assert_eq!(a.net.stats().blob_chunks_served.load(Ordering::Relaxed), 13);
+    // Only a holds an honest copy: it served all of it (and, if the fetch first took chunks
+    // from both b and a and that mixed copy failed, a's share of that copy too).
+    assert!(a.net.stats().blob_chunks_served.load(Ordering::Relaxed) >= 13);
+}
+
+/// A copy pieced together from two peers, one of them lying, fails its hash: neither peer is
+/// blamed (the liar cannot be told), and the fetch starts over from one peer alone. Before the
+/// fix both were blamed, the honest one passed over, and the join failed "2 peers blamed" (as
+/// `a_corrupt_copy_is_never_stored...` did, when timing made its fetch switch peers).
+#[test]
+fn a_copy_from_two_peers_that_fails_blames_neither_and_is_fetched_again_from_one() {
+    let bytecode = bytes(4 << 20, 11);
+    let blob_id = blob_id_of(&bytecode);
+    let chunk = 1 << 10;
+    let chunks = (bytecode.len() / chunk as usize) as u64;
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let a = rocks_node(&rt, dir.path(), 1, net_config(chunk, vec![]));
+    let b = memory_node(&rt, 2, net_config(chunk, vec![addr(&a)]));
+    let c = memory_node(&rt, 3, net_config(chunk, vec![]));
+    let application_id = a.service.app_install("app", "1", &bytecode).unwrap();
+    let ctx = a.service.context_create(None, Some(application_id), None).unwrap().context_id;
+    invite_and_join(&a, &b, ctx).unwrap();
+    // b's copy goes bad in its first chunk, which b will serve.
+    let mut corrupt = bytecode.clone();
+    corrupt[100] ^= 0xff;
+    b.service.store().put(&BlobKey { blob_id }, &corrupt).unwrap();
+    let invitation = a.service.context_invite(&ctx, identity(&c), Role::Member, None).unwrap();
+    let group_id = created_group(&a, ctx);
+    eventually("b to learn c's membership", || {
+        matches!(b.service.governance().role(&group_id, &identity(&c)), Ok(Some(_)))
+    });
+    // c starts its join reaching b alone; once b has served a few chunks, a is back, c
+    // reaches it, and b goes away: the rest of the copy comes from a.
+    stop(&rt, a);
+    c.service.dial(addr(&b)).unwrap();
+    let service = c.service.clone();
+    let code = invitation.encode();
+    let joining = std::thread::spawn(move || service.context_join(&code));
+    let net = c.net.clone();
+    eventually("b to serve some chunks", || net.stats().blob_chunks_fetched.load(Ordering::Relaxed) >= 4);
+    let a = rocks_node(&rt, dir.path(), 1, net_config(chunk, vec![]));
+    c.service.dial(addr(&a)).unwrap();
+    eventually("c to reach a", || rt.block_on(c.net.peers()).unwrap().len() >= 2);
+    let b_net = stop(&rt, b);
+    joining.join().unwrap().unwrap();
+
+    assert_eq!(c.service.blob_get(&blob_id).unwrap(), bytecode);
+    assert!(installed(&c, application_id));
+    assert!(no_partial_rows(&c, blob_id));
+    let by_b = b_net.stats().blob_chunks_served.load(Ordering::Relaxed);
+    assert!(by_b < chunks, "b served part of the copy only ({by_b} of {chunks} chunks): the copy was mixed");
+    let stats = c.net.stats();
+    assert_eq!(stats.blob_fetches_corrupt.load(Ordering::Relaxed), 1, "the mixed copy failed once");
+    assert_eq!(stats.blob_fetches_completed.load(Ordering::Relaxed), 1);
+    // a served its share of the mixed copy, then the whole copy again.
+    assert!(a.net.stats().blob_chunks_served.load(Ordering::Relaxed) >= chunks);
 }
 
 fn created_group<B: Backend + Send + Sync + 'static>(node: &Node<B>, ctx: ContextId) -> weft_primitives::GroupId {
