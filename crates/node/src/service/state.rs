@@ -3,8 +3,8 @@
 //! and stored deltas.
 
 use weft_primitives::{Action, ContextDagDeltaValue, ContextId, DeltaId, Event, SecretKey};
-use weft_store::schema::{ContextPrivateState, ContextState};
-use weft_store::{Backend, PrefixBy, RawTail, Read};
+use weft_store::schema::{Column, ContextPrivateState, ContextState};
+use weft_store::{Backend, FromKeyParts, PrefixBy, Raw, RawTail, Read};
 
 use super::{ContextEvent, NodeService, ServiceError};
 use crate::context::engine::Entry;
@@ -157,13 +157,27 @@ impl<B: Backend> NodeService<B> {
         max_bytes: usize,
         reverse: bool,
     ) -> Result<EntryPage, ServiceError> {
+        self.scan_app_keys::<ContextState>(context_id, prefix, start_after, limit, max_bytes, reverse)
+    }
+
+    /// One paged scan of a context's application keys in family `K` (replicated or private
+    /// state): the keys under `prefix`, after `start_after`, cut by [`cut_page`].
+    fn scan_app_keys<K: AppKeys>(
+        &self,
+        context_id: &ContextId,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+        max_bytes: usize,
+        reverse: bool,
+    ) -> Result<EntryPage, ServiceError> {
         self.require_context(context_id)?;
-        let mut scan = self.store().scan(ContextState::prefix(context_id).then_raw(prefix)).reversed(reverse);
+        let mut scan = self.store().scan(K::prefix(context_id).then_raw(prefix)).reversed(reverse);
         if let Some(after) = start_after {
-            scan = scan.after(&ContextState { context_id: *context_id, app_key: RawTail(after.to_vec()) });
+            scan = scan.after(&K::at(*context_id, after.to_vec()));
         }
         let rows =
-            scan.limit(limit.saturating_add(1)).iter()?.map(|row| row.map(|(key, value)| (key.app_key.0, value)));
+            scan.limit(limit.saturating_add(1)).iter()?.map(|row| row.map(|(key, value)| (key.app_key(), value)));
         cut_page(rows, limit, max_bytes)
     }
 
@@ -211,14 +225,7 @@ impl<B: Backend> NodeService<B> {
         max_bytes: usize,
         reverse: bool,
     ) -> Result<EntryPage, ServiceError> {
-        self.require_context(context_id)?;
-        let mut scan = self.store().scan(ContextPrivateState::prefix(context_id).then_raw(prefix)).reversed(reverse);
-        if let Some(after) = start_after {
-            scan = scan.after(&ContextPrivateState { context_id: *context_id, app_key: RawTail(after.to_vec()) });
-        }
-        let rows =
-            scan.limit(limit.saturating_add(1)).iter()?.map(|row| row.map(|(key, value)| (key.app_key.0, value)));
-        cut_page(rows, limit, max_bytes)
+        self.scan_app_keys::<ContextPrivateState>(context_id, prefix, start_after, limit, max_bytes, reverse)
     }
 
     /// A stored delta (applied or pending).
@@ -227,6 +234,32 @@ impl<B: Backend> NodeService<B> {
         self.engine
             .delta(context_id, delta_id)?
             .ok_or_else(|| ServiceError::NotFound { what: "delta", id: delta_id.to_hex() })
+    }
+}
+
+/// The two families keyed by a context and an application key — replicated state
+/// (ContextState) and node-local private state (ContextPrivateState) — which `state_scan` and
+/// `private_scan` page through alike.
+trait AppKeys: FromKeyParts<Columns = Column, Codec = Raw> + for<'a> PrefixBy<&'a ContextId> {
+    fn at(context_id: ContextId, app_key: Vec<u8>) -> Self;
+    fn app_key(self) -> Vec<u8>;
+}
+
+impl AppKeys for ContextState {
+    fn at(context_id: ContextId, app_key: Vec<u8>) -> Self {
+        ContextState { context_id, app_key: RawTail(app_key) }
+    }
+    fn app_key(self) -> Vec<u8> {
+        self.app_key.0
+    }
+}
+
+impl AppKeys for ContextPrivateState {
+    fn at(context_id: ContextId, app_key: Vec<u8>) -> Self {
+        ContextPrivateState { context_id, app_key: RawTail(app_key) }
+    }
+    fn app_key(self) -> Vec<u8> {
+        self.app_key.0
     }
 }
 
