@@ -405,10 +405,17 @@ impl<B: Backend> NodeService<B> {
         if self.governance.registered_signing_key(&group_id, &body.signing_key_id)? != Some(body.signing_key) {
             return Err(InvitationError::UnregisteredSigningKey { key_id: body.signing_key_id, group_id }.into());
         }
-        match self.engine.create_context(context_id, body.application.clone()) {
+        let created = {
+            let _uses = self.uses_lock();
+            self.engine.create_context(context_id, body.application.clone())
+        };
+        match created {
             Ok(()) | Err(crate::context::EngineError::ContextExists(_)) => {}
             Err(e) => return Err(e.into()),
         }
+        // The context's member directory and members revision, whole: governance keeps them
+        // for a registered context, except one deleted here before (see `context_delete`).
+        self.governance.materialize_context(&namespace_id, &context_id)?;
         // The invitation names the application the context ran when it was issued; if the
         // group has been upgraded since, the new replica moves to the target too.
         self.apply_upgrade(&group_id);
