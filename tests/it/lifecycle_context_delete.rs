@@ -1,8 +1,8 @@
 //! `context_delete` on a real node: refused while the node takes part in the context, then,
 //! after `context_leave`, every row of the context in the context columns is gone — checked
 //! by reading the stopped node's RocksDB with the plain `rocksdb` crate — while the other
-//! member keeps its copy; the context's subscribers get a last `deleted` event and their
-//! subscription ends.
+//! member keeps its copy (and a restart of the node writes none of them back); the context's
+//! subscribers get a last `deleted` event and their subscription ends.
 #![allow(clippy::unwrap_used)]
 
 use crate::common;
@@ -45,7 +45,8 @@ fn a_left_context_is_deleted_whole_and_only_here() {
     let a = Node::start(&home_a);
     init_with(&home_b, &[&a.p2p_addr()]);
     let b = Node::start(&home_b);
-    let ctx = a.ok("context_create", json!({}))["context_id"].as_str().unwrap().to_string();
+    let created = a.ok("context_create", json!({}));
+    let ctx = created["context_id"].as_str().unwrap().to_string();
     a.ok("state_put", json!({ "context_id": ctx, "key": "from-a", "value": "1" }));
     invite_and_join(&a, &b, &ctx);
 
@@ -106,6 +107,13 @@ fn a_left_context_is_deleted_whole_and_only_here() {
     // a's store (the same reader) has rows in each.
     let ctx_bytes: Vec<u8> =
         (0..ctx.len()).step_by(2).map(|i| u8::from_str_radix(&ctx[i..i + 2], 16).unwrap()).collect();
+    // Restarted, b loads the namespace again (the context stays registered in a's group):
+    // it writes no revision or directory row back for the deleted context.
+    b.stop();
+    let b = Node::start(&home_b);
+    assert_eq!(b.ok("context_list", json!({}))["contexts"], json!([]));
+    // (Reading the group loads its namespace, if starting did not.)
+    b.call("group_info", json!({ "group_id": created["group_id"] }));
     b.stop();
     a.stop();
     let left_b = rows_of(&home_b, &ctx_bytes);

@@ -13,6 +13,7 @@ mod apps_run_in_contexts;
 mod apps_upgrade_targets_travel;
 mod bad_requests_get_errors;
 mod blobs_travel_through_the_api;
+mod capabilities_are_enforced;
 mod context_revisions_and_members;
 mod invitations_are_checked;
 mod join_shows_fetch_progress;

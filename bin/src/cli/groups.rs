@@ -3,9 +3,9 @@
 use clap::Subcommand;
 use weft_node::rpc::api::WeftApiClient as _;
 use weft_node::rpc::types::{
-    AliasResolveParams, AliasSetParams, DefaultCapabilitiesParams, GroupCreateParams, GroupMembersParams, GroupParams,
-    GroupUpgradeParams, MemberCapabilitiesParams, MemberParams, MemberRoleParams, NamespaceCreateParams, Scope,
-    SignedOp, UpgradeState,
+    AliasResolveParams, AliasSetParams, ContextCapabilitiesParams, DefaultCapabilitiesParams, GroupCreateParams,
+    GroupMembersParams, GroupParams, GroupUpgradeParams, MemberCapabilitiesParams, MemberParams, MemberRoleParams,
+    NamespaceCreateParams, Scope, SignedOp, UpgradeState,
 };
 
 use super::client::{CliError, Client};
@@ -103,6 +103,19 @@ pub enum GroupCmd {
     SetDefaultCapabilities {
         /// The group id.
         group_id: String,
+        /// The bitmask (decimal or 0x hex).
+        #[arg(value_parser = capabilities)]
+        capabilities: u32,
+    },
+    /// Set a member's capabilities in one context of the group, a bitmask: 0x1 write
+    /// (group_set_context_capabilities). Without one a Member may write every context.
+    SetContextCapabilities {
+        /// The group id.
+        group_id: String,
+        /// The context (registered in the group).
+        context_id: String,
+        /// The member's identity.
+        identity: String,
         /// The bitmask (decimal or 0x hex).
         #[arg(value_parser = capabilities)]
         capabilities: u32,
@@ -270,6 +283,10 @@ pub async fn group(client: &Client, json_out: bool, cmd: GroupCmd) -> Result<(),
         GroupCmd::SetDefaultCapabilities { group_id, capabilities } => {
             let params = DefaultCapabilitiesParams { group_id, capabilities };
             print(json_out, &client.ask(api.group_set_default_capabilities(params)).await?, op);
+        }
+        GroupCmd::SetContextCapabilities { group_id, context_id, identity, capabilities } => {
+            let params = ContextCapabilitiesParams { group_id, context_id, identity, capabilities };
+            print(json_out, &client.ask(api.group_set_context_capabilities(params)).await?, op);
         }
         GroupCmd::Upgrade { group_id, application_id, migration } => {
             let params = GroupUpgradeParams { group_id, application_id, migration };

@@ -76,6 +76,11 @@ params! {
         id::<PublicKey>(&p.identity);
     },
     DefaultCapabilitiesParams => |p: DefaultCapabilitiesParams| id::<GroupId>(&p.group_id),
+    ContextCapabilitiesParams => |p: ContextCapabilitiesParams| {
+        id::<GroupId>(&p.group_id);
+        id::<ContextId>(&p.context_id);
+        id::<PublicKey>(&p.identity);
+    },
     GroupUpgradeParams => |p: GroupUpgradeParams| {
         id::<GroupId>(&p.group_id);
         id::<ApplicationId>(&p.application_id);

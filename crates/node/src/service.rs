@@ -96,6 +96,12 @@ pub struct NodeService<B: Backend> {
     snapshots: std::sync::Mutex<HashMap<ContextId, SnapshotProgress>>,
     /// The application runtime and what calls share.
     apps: apps::Apps,
+    /// Held by the removals that check what uses an application or a blob (`app_uninstall`,
+    /// `blob_delete`) from their check to their delete, and by every path that adds such a use
+    /// (installing or fetching an application, recording its compiled artifact, creating or
+    /// joining a context): so no use appears between a check and its delete. Taken before
+    /// any other lock (see `lifecycle.rs`).
+    uses: std::sync::Mutex<()>,
     /// The long-lived tasks this node runs, supervised (see [`crate::tasks`]).
     tasks: Tasks,
 }
@@ -152,6 +158,7 @@ impl<B: Backend> NodeService<B> {
             join_timeout: invitation::JOIN_TIMEOUT,
             snapshots: std::sync::Mutex::new(HashMap::new()),
             apps: apps::Apps::new(app_limits),
+            uses: std::sync::Mutex::new(()),
             tasks: Tasks::new(),
         };
         // Upgrades logged before a stop may not have moved every context yet.

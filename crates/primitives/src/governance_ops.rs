@@ -239,11 +239,11 @@ pub enum OpBody {
         /// One envelope per member, sorted by recipient.
         envelopes: Vec<KeyEnvelope>,
     } = 0x50,
-    /// Registers a group signing key (an admin's op): invitations to the group's
-    /// contexts are signed with it, and a joiner accepts an invitation only if its
-    /// key is registered for the group ([`signing_key_id`] of the public key; the
-    /// secret stays on the admin's node). The key is valid while its registering
-    /// admin is an admin of the group.
+    /// Registers a group signing key (the op of a holder of `INVITE_MEMBERS`, as every
+    /// admin is): invitations to the group's contexts are signed with it, and a joiner
+    /// accepts an invitation only if its key is registered for the group
+    /// ([`signing_key_id`] of the public key; the secret stays on the registrar's node).
+    /// The key is valid while its registrar holds `INVITE_MEMBERS` in the group.
     SigningKeySet {
         /// [`signing_key_id`] of `public_key`.
         key_id: KeyId,

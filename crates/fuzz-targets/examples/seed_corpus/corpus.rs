@@ -257,6 +257,15 @@ impl Corpus {
                 json(&DefaultCapabilitiesParams { group_id: group.clone(), capabilities: 3 }),
             ),
             (
+                "ContextCapabilitiesParams",
+                json(&ContextCapabilitiesParams {
+                    group_id: group.clone(),
+                    context_id: ctx.clone(),
+                    identity: member.clone(),
+                    capabilities: 1,
+                }),
+            ),
+            (
                 "GroupUpgradeParams",
                 json(&GroupUpgradeParams {
                     group_id: group.clone(),

@@ -39,14 +39,16 @@
 //!
 //! ## Group signing keys (0x25)
 //!
-//! Invitations are signed with a group signing key, not a member's own key. An
-//! admin's node creates one ([`Governance::create_signing_key`]): the secret stays
+//! Invitations are signed with a group signing key, not a member's own key. The
+//! node of a member holding `INVITE_MEMBERS` (every admin does) creates one
+//! ([`Governance::create_signing_key`]): the secret stays
 //! on that node (0x25, node-local, left out of `weftd backup` without
 //! `--include-secrets`) and a `SigningKeySet { key_id, public_key }` op registers
-//! the public key (admin-only; `key_id` must be `signing_key_id(public_key)`; a
+//! the public key (`INVITE_MEMBERS`; `key_id` must be `signing_key_id(public_key)`; a
 //! key is registered once). Whether a key counts is a fold result
-//! ([`GroupState::signing_key`]): registered, and its registering admin still an
-//! admin — so demoting or removing an admin voids the invitations it signed. A
+//! ([`GroupState::signing_key`]): registered, and its registrar still holding
+//! `INVITE_MEMBERS` — so demoting or removing an admin, or taking the capability from a
+//! member, voids the invitations it signed. A
 //! joiner checks the invitation's signature under the key it carries before
 //! touching the network, and, once it holds the namespace's ops, that the key
 //! counts for the group (see `crate::service::invitation`).

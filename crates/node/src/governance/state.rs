@@ -27,11 +27,15 @@
 //!   member removed concurrently is overruled), while a member added concurrently
 //!   may be missing (it gets a key at the next rotation). See
 //!   [`super::keys`] for the whole lifecycle.
-//! - **Signing keys.** Only an admin registers a group signing key
+//! - **Invitations.** A holder of `INVITE_MEMBERS` (every admin) may add a non-admin
+//!   member (`MemberAdded`), as a holder of `MANAGE_MEMBERS` may: an invitation makes
+//!   its invitee a member first.
+//! - **Signing keys.** Only a holder of `INVITE_MEMBERS` registers a group signing key
 //!   (`SigningKeySet`), under the id [`weft_primitives::signing_key_id`] of its
 //!   public key, which must be a valid Ed25519 key not registered before. A
-//!   registered key counts ([`GroupState::signing_key`]) while the admin that
-//!   registered it is still an admin of the group.
+//!   registered key counts ([`GroupState::signing_key`]) while the member that
+//!   registered it still holds `INVITE_MEMBERS` (an admin stays one, a removed member
+//!   or one that lost the capability voids its keys).
 //! - **Two tiers.** An op's *envelope* is judged by every node alike (the rules above
 //!   for structural ops; for a group-private op, plain or sealed: the nonce, the group
 //!   live, the signer a member, and the key a sealed body names being one the group has
@@ -336,11 +340,11 @@ impl GroupState {
         g
     }
 
-    /// A registered signing key's public key, if the key counts: its registering
-    /// admin is still an admin of the group.
+    /// A registered signing key's public key, if the key counts: the member that
+    /// registered it still holds `INVITE_MEMBERS` in the group (every admin does).
     pub fn signing_key(&self, key_id: &KeyId) -> Option<PublicKey> {
         let (public_key, by) = self.signing_keys.get(key_id)?;
-        (self.role(by) == Some(Role::Admin)).then_some(*public_key)
+        self.effective_capabilities(by).is_some_and(|c| c.contains(Capabilities::INVITE_MEMBERS)).then_some(*public_key)
     }
 
     /// The members that joined `context_id`, in identity order.
@@ -754,7 +758,11 @@ fn judge_in_group(
 ) -> Result<(), Rejection> {
     match body {
         OpBody::MemberAdded { identity, role } => {
-            g.require(signer, Capabilities::MANAGE_MEMBERS)?;
+            // Adding a member is managing members; a holder of INVITE_MEMBERS may add one too
+            // (an invitation makes its invitee a member first), and only admins add admins.
+            if g.require(signer, Capabilities::INVITE_MEMBERS).is_err() {
+                g.require(signer, Capabilities::MANAGE_MEMBERS)?;
+            }
             if *role == Role::Admin {
                 g.require_admin(signer)?;
             }
@@ -855,7 +863,7 @@ fn judge_in_group(
             Ok(())
         }
         OpBody::SigningKeySet { key_id, public_key } => {
-            g.require_admin(signer)?;
+            g.require(signer, Capabilities::INVITE_MEMBERS)?;
             if *key_id != weft_primitives::signing_key_id(public_key) || !can_receive_keys(public_key) {
                 return Err(Rejection::BadSigningKey(*key_id));
             }

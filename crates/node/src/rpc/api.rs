@@ -84,6 +84,10 @@ pub trait WeftApi {
     #[method(name = "group_set_default_capabilities", blocking)]
     fn group_set_default_capabilities(&self, params: DefaultCapabilitiesParams) -> RpcResult<SignedOp>;
 
+    /// Sets a member's capabilities in one context of the group (0x1: write).
+    #[method(name = "group_set_context_capabilities", blocking)]
+    fn group_set_context_capabilities(&self, params: ContextCapabilitiesParams) -> RpcResult<SignedOp>;
+
     /// Changes the application the group's contexts run.
     #[method(name = "group_upgrade", blocking)]
     fn group_upgrade(&self, params: GroupUpgradeParams) -> RpcResult<SignedOp>;

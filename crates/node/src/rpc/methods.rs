@@ -106,6 +106,7 @@ pub fn module<B: Backend>(shared: Arc<Shared<B>>) -> Result<RpcModule<Api<B>>, j
     method(&mut m, "group_set_role", Api::group_set_role)?;
     method(&mut m, "group_set_capabilities", Api::group_set_capabilities)?;
     method(&mut m, "group_set_default_capabilities", Api::group_set_default_capabilities)?;
+    method(&mut m, "group_set_context_capabilities", Api::group_set_context_capabilities)?;
     method(&mut m, "group_upgrade", Api::group_upgrade)?;
     method(&mut m, "group_upgrade_status", Api::group_upgrade_status)?;
     method(&mut m, "alias_set", Api::alias_set)?;
@@ -366,6 +367,13 @@ impl<B: Backend> WeftApiServer for Api<B> {
         let service = self.service()?;
         let group = group_id("group_id", &p.group_id)?;
         signed(&service, service.group_set_default_capabilities(group, p.capabilities))
+    }
+
+    fn group_set_context_capabilities(&self, p: ContextCapabilitiesParams) -> RpcResult<SignedOp> {
+        let service = self.service()?;
+        let (group, context) = (group_id("group_id", &p.group_id)?, context_id(&p.context_id)?);
+        let identity = identity(&p.identity)?;
+        signed(&service, service.group_set_context_capabilities(group, context, identity, p.capabilities))
     }
 
     fn group_upgrade(&self, p: GroupUpgradeParams) -> RpcResult<SignedOp> {

@@ -329,9 +329,10 @@ impl<B: Backend> NodeService<B> {
         updated.compiled = BlobMeta { blob_id, size, hash };
         let mut batch = self.store().batch();
         batch.put(&BlobKey { blob_id }, artifact);
-        // Unless someone else recorded an artifact meanwhile.
+        // Unless someone else recorded an artifact meanwhile (or uninstalled the application).
         batch.require_value(&key, &meta);
         batch.put(&key, &updated);
+        let _uses = self.uses_lock();
         match self.store().write(batch) {
             Ok(()) | Err(weft_store::StoreError::Conflict { .. }) => Ok(()),
             Err(e) => Err(e.into()),

@@ -70,7 +70,10 @@ impl<B: Backend> NodeService<B> {
         let mut batch = self.store().batch();
         batch.put(&BlobKey { blob_id }, bytecode);
         batch.put(&ApplicationKey { application_id }, &meta);
-        self.store().write(batch)?;
+        {
+            let _uses = self.uses_lock();
+            self.store().write(batch)?;
+        }
         // Upgrades to it that could not finish here without it finish now.
         self.application_arrived(&application_id);
         Ok(application_id)

@@ -46,6 +46,8 @@ impl<B: Backend> NodeService<B> {
         application: Option<ApplicationId>,
         alias: Option<&str>,
     ) -> Result<CreatedContext, ServiceError> {
+        // From reading the application's record to the context naming it (see `lifecycle.rs`).
+        let uses = self.uses_lock();
         let meta = self.application(application)?;
         let context_id = ContextId::random();
         let (namespace_id, group_id) = match group {
@@ -71,6 +73,7 @@ impl<B: Backend> NodeService<B> {
             }
         }
         self.engine.create_context(context_id, meta)?;
+        drop(uses);
         self.publish_ops(namespace_id, &ops);
         self.join_context(namespace_id, context_id);
         Ok(CreatedContext { context_id, group_id, identity: key.public_key() })

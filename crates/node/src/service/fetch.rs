@@ -115,7 +115,7 @@ impl<B: Backend> NodeService<B> {
             "fetching an upgrade's application from peers");
         self.fetch_blob_in(&record.bytecode.blob_id, contexts)?;
         let record = ApplicationMeta { compiled: BlobMeta::default(), ..record };
-        self.store().put_if_absent(&key, &record)?;
+        self.record_fetched(&key, &record)?;
         self.application_arrived(application_id);
         Ok(record)
     }
@@ -161,6 +161,24 @@ impl<B: Backend> NodeService<B> {
         }
     }
 
+    /// Records an application fetched from peers, under the uses lock (see `lifecycle.rs`):
+    /// only while its bytecode blob is still held (a `blob_delete` may have removed it since
+    /// the fetch, when nothing named it yet), else the fetch is to be retried.
+    fn record_fetched(&self, key: &ApplicationKey, record: &ApplicationMeta) -> Result<(), ServiceError> {
+        let _uses = self.uses_lock();
+        if !self.store().contains(&BlobKey { blob_id: record.bytecode.blob_id })? {
+            return Err(ServiceError::Unavailable {
+                reason: "blob_unavailable",
+                message: format!(
+                    "the bytecode blob {} of application {} was deleted as it arrived; retry",
+                    record.bytecode.blob_id, record.application_id
+                ),
+            });
+        }
+        self.store().put_if_absent(key, record)?;
+        Ok(())
+    }
+
     /// Asks the fetch task to look for missing upgrade targets now.
     pub(super) fn want_applications(&self) {
         self.apps.wanted.notify_one();
@@ -188,7 +206,7 @@ impl<B: Backend> NodeService<B> {
         let key = ApplicationKey { application_id: application.application_id };
         if !self.store().contains(&key)? {
             let record = ApplicationMeta { compiled: BlobMeta::default(), ..application };
-            self.store().put_if_absent(&key, &record)?;
+            self.record_fetched(&key, &record)?;
             self.application_arrived(&application.application_id);
         }
         Ok(fetched)

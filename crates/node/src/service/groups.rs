@@ -4,8 +4,8 @@
 //! comes back as a typed error and changes nothing.
 
 use weft_primitives::{
-    AliasTarget, ApplicationId, Capabilities, ContextId, GroupId, GroupUpgradeValue, NamespaceId, OpBody, OpId,
-    PublicKey, Role, UpgradePolicy,
+    AliasTarget, ApplicationId, Capabilities, ContextCapabilities, ContextId, GroupId, GroupUpgradeValue, NamespaceId,
+    OpBody, OpId, PublicKey, Role, UpgradePolicy,
 };
 use weft_store::schema::{ApplicationKey, GroupAlias, GroupContextAlias, GroupMemberAlias, NamespaceGovHead};
 use weft_store::{Backend, Prefix, PrefixBy, Read};
@@ -390,6 +390,27 @@ impl<B: Backend> NodeService<B> {
     /// Sets the capabilities of members without their own.
     pub fn group_set_default_capabilities(&self, group_id: GroupId, capabilities: u32) -> Result<OpId, ServiceError> {
         self.act(group_id, OpBody::DefaultCapabilitiesSet { capabilities: Capabilities(capabilities) })
+    }
+
+    /// Sets a member's capabilities in one context of the group (a per-context override,
+    /// 0x33): bit 0x1 lets a Member write the context; without an override it may. Admins
+    /// always may and read-only members never may, whatever the override says. Bits other
+    /// than those of [`ContextCapabilities`] are refused as bad input, nothing signed.
+    pub fn group_set_context_capabilities(
+        &self,
+        group_id: GroupId,
+        context_id: ContextId,
+        identity: PublicKey,
+        capabilities: u32,
+    ) -> Result<OpId, ServiceError> {
+        let capabilities =
+            u8::try_from(capabilities).ok().map(ContextCapabilities).filter(|c| c.is_valid()).ok_or_else(|| {
+                ServiceError::BadInput(format!(
+                    "capabilities: unknown per-context bits {capabilities:#x} (defined: {:#x}, write)",
+                    ContextCapabilities::ALL.0
+                ))
+            })?;
+        self.act(group_id, OpBody::ContextCapabilitiesSet { context_id, identity, capabilities })
     }
 
     /// Changes the group's target application (an upgrade).

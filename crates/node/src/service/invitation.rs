@@ -11,12 +11,13 @@
 //! signed by that key under the domain [`INVITATION_DOMAIN`].
 //!
 //! **Group signing keys.** Invitations are signed with a signing key of the group, not with
-//! the inviter's own key: an admin's node creates one the first time it invites to the
+//! the inviter's own key: the inviter's node creates one the first time it invites to the
 //! group (its secret stays on that node, 0x25, left out of backups without
 //! `--include-secrets`) and registers its public key with a `SigningKeySet` governance op,
-//! which the member op descends from. Only an admin's node can therefore issue invitations;
-//! the key counts while the admin that registered it is an admin of the group, so demoting
-//! or removing that admin voids its outstanding invitations.
+//! which the member op descends from. Only the node of a member holding `INVITE_MEMBERS` (every
+//! admin does) can therefore issue invitations; the key counts while its registrar holds that
+//! capability, so demoting or removing an admin, or taking the capability from a member, voids
+//! its outstanding invitations.
 //!
 //! `context_join` checks the invitation (the signature under the key it carries, the
 //! invitee, the expiry) before it touches the network, then records its node key as its
@@ -44,8 +45,8 @@ use base64::Engine as _;
 use borsh::{BorshDeserialize, BorshSerialize};
 use libp2p::Multiaddr;
 use weft_primitives::{
-    signing_key_id, ApplicationMeta, ContextId, GroupId, KeyId, NamespaceId, OpBody, OpId, PublicKey, Role, SecretKey,
-    Signature,
+    signing_key_id, ApplicationMeta, Capabilities, ContextId, GroupId, KeyId, NamespaceId, OpBody, OpId, PublicKey,
+    Role, SecretKey, Signature,
 };
 use weft_store::schema::{ContextLeft, ContextMeta};
 use weft_store::{Backend, Read};
@@ -82,7 +83,7 @@ pub struct InvitationBody {
     pub namespace_id: NamespaceId,
     /// The application the context runs (what the invitee creates the context with).
     pub application: ApplicationMeta,
-    /// The inviter's identity in the namespace (an admin of the group).
+    /// The inviter's identity in the namespace (a holder of `INVITE_MEMBERS` in the group).
     pub inviter: PublicKey,
     /// The inviter node's libp2p peer id (its bytes).
     pub inviter_peer_id: Vec<u8>,
@@ -247,7 +248,7 @@ impl<B: Backend> NodeService<B> {
     /// Makes `invitee` a member of the context's group with `role` (a governance op, unless
     /// it is one already) and returns an invitation for it, valid for `expires_in_s` seconds,
     /// signed with this node's signing key of the group (created and registered first if it
-    /// has none; this node must be an admin of the group).
+    /// has none; this node must hold `INVITE_MEMBERS` in the group, as every admin does).
     pub fn context_invite(
         &self,
         context_id: &ContextId,
@@ -270,6 +271,13 @@ impl<B: Backend> NodeService<B> {
             ))
         })?;
         let key = self.member_key(&namespace_id)?;
+        // Checked before anything is signed: only an admin makes an admin.
+        if role == Role::Admin && self.governance.role(&group_id, &key.public_key())? != Some(Role::Admin) {
+            return Err(ServiceError::Forbidden(format!(
+                "{} is not an admin: only admins invite admins",
+                key.public_key()
+            )));
+        }
         let signing_key = self.group_signing_key(namespace_id, group_id, &key)?;
         let member_op = match self.governance.role(&group_id, &invitee)? {
             Some(_) => None,
@@ -298,7 +306,8 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// This node's signing key of a group that counts in governance, created and registered
-    /// (a `SigningKeySet` op, published) if it has none. Only an admin may register one.
+    /// (a `SigningKeySet` op, published) if it has none. Only a holder of `INVITE_MEMBERS` may
+    /// register one; anyone else gets [`ServiceError::Forbidden`] and nothing changes.
     fn group_signing_key(
         &self,
         namespace_id: NamespaceId,
@@ -308,10 +317,15 @@ impl<B: Backend> NodeService<B> {
         if let Some((_, secret)) = self.governance.signing_key(&group_id)? {
             return Ok(secret);
         }
-        if self.governance.role(&group_id, &member.public_key())? != Some(Role::Admin) {
+        let may_invite = self
+            .governance
+            .capabilities(&group_id, &member.public_key())?
+            .is_some_and(|c| c.contains(Capabilities::INVITE_MEMBERS));
+        if !may_invite {
             return Err(ServiceError::Forbidden(format!(
-                "invitations to group {group_id} are signed with a group signing key, which only an admin's \
-                 node holds: ask an admin to invite"
+                "{} lacks INVITE_MEMBERS (0x2) in group {group_id}: ask a member holding it (every admin does) \
+                 to invite",
+                member.public_key()
             )));
         }
         let (key_id, op) = self.governance.create_signing_key(&group_id, member)?;
@@ -391,10 +405,17 @@ impl<B: Backend> NodeService<B> {
         if self.governance.registered_signing_key(&group_id, &body.signing_key_id)? != Some(body.signing_key) {
             return Err(InvitationError::UnregisteredSigningKey { key_id: body.signing_key_id, group_id }.into());
         }
-        match self.engine.create_context(context_id, body.application.clone()) {
+        let created = {
+            let _uses = self.uses_lock();
+            self.engine.create_context(context_id, body.application.clone())
+        };
+        match created {
             Ok(()) | Err(crate::context::EngineError::ContextExists(_)) => {}
             Err(e) => return Err(e.into()),
         }
+        // The context's member directory and members revision, whole: governance keeps them
+        // for a registered context, except one deleted here before (see `context_delete`).
+        self.governance.materialize_context(&namespace_id, &context_id)?;
         // The invitation names the application the context ran when it was issued; if the
         // group has been upgraded since, the new replica moves to the target too.
         self.apply_upgrade(&group_id);

@@ -27,9 +27,15 @@
 //! the ones it holds left (`ContextLeft`) and stops syncing them, so `context_delete` can
 //! remove them.
 //!
-//! A check and its removal are not one atomic step: a context created with an application
-//! between the two keeps its own copy of the application's record (in `ContextMeta`) and
-//! still runs, and its bytecode blob stays referenced by that context.
+//! A check and its removal are one step: both run under the service's *uses* lock
+//! ([`NodeService::uses_lock`]), which every path that adds a use of an application or a blob
+//! takes around its write — `app_install`, an application record fetched from peers (with
+//! its bytecode blob), a compiled artifact recorded, a context created or joined — so no
+//! context starts running an application, and no record starts naming a blob, between the
+//! check and the delete. (An upgrade op arriving between them can still make a group target
+//! an application just uninstalled: its contexts then count as failed until it is installed
+//! again or fetched, as when it was never installed.) The lock is taken before any other
+//! (the engine's apply lock, governance's, the revision rows'), never while one is held.
 
 use weft_primitives::{ApplicationId, ApplicationMeta, BlobId, ContextId, GroupId, OpBody, OpId, SignedOp};
 use weft_store::schema::{
@@ -76,9 +82,16 @@ impl<B: Backend> NodeService<B> {
 }
 
 impl<B: Backend> NodeService<B> {
+    /// The uses lock (see the module docs): held from a removal's check to its delete, and
+    /// around each write that adds a use of an application or a blob.
+    pub(super) fn uses_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.uses.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Uninstalls an application: removes its row from the Application column. Refused while
     /// a context held here runs it or a group held here targets it. Its bytecode blob stays.
     pub fn app_uninstall(&self, application_id: &ApplicationId) -> Result<(), ServiceError> {
+        let _uses = self.uses_lock();
         let key = ApplicationKey { application_id: *application_id };
         if !self.store().contains(&key)? {
             return Err(ServiceError::NotFound { what: "application", id: application_id.to_hex() });
@@ -96,6 +109,7 @@ impl<B: Backend> NodeService<B> {
     /// Deletes a blob nothing names (a collectable one; see the module docs). Refused while an
     /// installed application or a context's application names it.
     pub fn blob_delete(&self, blob_id: &BlobId) -> Result<(), ServiceError> {
+        let _uses = self.uses_lock();
         let key = BlobKey { blob_id: *blob_id };
         if !self.store().contains(&key)? {
             return Err(ServiceError::NotFound { what: "blob", id: blob_id.to_hex() });

@@ -13,9 +13,10 @@ use weft_node::governance::{Governance, GovernanceConfig};
 use weft_node::metrics::NodeMetrics;
 use weft_node::service::NodeService;
 use weft_primitives::{
-    AliasTarget, ContextConfigValue, ContextId, ContextIdentityValue, NamespaceId, OpBody, PublicKey, Role, SecretKey,
+    AliasTarget, ContextConfigValue, ContextId, ContextIdentityValue, ContextMetaValue, NamespaceId, OpBody, PublicKey,
+    Role, SecretKey,
 };
-use weft_store::schema::{Column, ContextConfig, ContextIdentity, NamespaceIdentity};
+use weft_store::schema::{Column, ContextConfig, ContextIdentity, ContextMeta, NamespaceIdentity};
 use weft_store::{MemoryBackend, Prefix, PrefixBy, Read, Store};
 
 type Service = NodeService<MemoryBackend>;
@@ -137,8 +138,52 @@ fn a_store_without_the_rows_gets_them_when_its_namespace_loads() {
     }
     store.write(batch).unwrap();
     assert_eq!(rows(&store), (Vec::new(), Vec::new()));
-    // ... until the namespace is loaded, which writes them as they were.
+    // ... until the namespace is loaded, which writes them as they were for a context held
+    // here (one not held — or deleted here — gets them when this node joins it).
+    let reloaded = Governance::new(Arc::clone(&store), GovernanceConfig::default());
+    reloaded.state(&ns).unwrap();
+    assert_eq!(rows(&store), (Vec::new(), Vec::new()));
+    drop(reloaded);
+    let meta =
+        ContextMetaValue { application: Default::default(), root_hash: Default::default(), dag_heads: Vec::new() };
+    store.put(&ContextMeta { context_id: ctx }, &meta).unwrap();
     let reloaded = Governance::new(Arc::clone(&store), GovernanceConfig::default());
     reloaded.state(&ns).unwrap();
     assert_eq!(rows(&store), written);
+}
+
+/// A context deleted here (after leaving it) keeps no revision or directory row while it stays
+/// registered in its group: a later membership change folded here writes none back (before the
+/// fix, governance re-wrote the row of the member added and the members revision), nor does
+/// loading the namespace again.
+#[test]
+fn a_deleted_context_gets_no_rows_back_from_governance() {
+    let config = NodeConfig::default();
+    let store = Arc::new(Store::open(MemoryBackend::new::<Column>()).unwrap());
+    let metrics = Arc::new(NodeMetrics::new());
+    let s =
+        NodeService::new(Arc::clone(&store), SecretKey::generate(), config.limits.clone(), config.engine(), metrics)
+            .unwrap();
+    let created = s.context_create(None, None, None).unwrap();
+    let (ctx, group) = (created.context_id, created.group_id);
+    let ns = NamespaceId::from_bytes(*group.as_bytes());
+    // Another admin stays when this node leaves; it adds a member after the delete.
+    let other = SecretKey::from_bytes(&[7; 32]);
+    s.group_add_member(group, other.public_key(), Role::Admin).unwrap();
+    s.context_leave(&ctx).unwrap();
+    s.context_delete(&ctx).unwrap();
+    let rows = |s: &Service| {
+        let config = s.store().get(&ContextConfig { context_id: ctx }).unwrap();
+        let identity = s.store().scan(ContextIdentity::prefix(&ctx)).collect_all().unwrap();
+        (config, identity)
+    };
+    assert_eq!(rows(&s), (None, Vec::new()));
+    let late = SecretKey::from_bytes(&[8; 32]).public_key();
+    s.governance().act(ns, group, &other, OpBody::MemberAdded { identity: late, role: Role::Member }).unwrap();
+    assert!(s.governance().state(&ns).unwrap().group(&group).unwrap().contexts.contains(&ctx), "still registered");
+    assert_eq!(rows(&s), (None, Vec::new()), "governance wrote rows of a deleted context");
+    // Nor when the namespace is loaded again, from the same store.
+    let gov = Governance::new(Arc::clone(&store), GovernanceConfig::default());
+    gov.state(&ns).unwrap();
+    assert_eq!(rows(&s), (None, Vec::new()), "loading wrote rows of a deleted context");
 }

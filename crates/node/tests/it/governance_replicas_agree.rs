@@ -68,7 +68,9 @@ fn body(kind: u8, target: &SecretKey, r: u8) -> OpBody {
         4 => OpBody::RoleSet { identity, role: role(r) },
         5 => OpBody::CapabilitiesSet {
             identity,
-            capabilities: if r == 0 { Capabilities::MANAGE_MEMBERS } else { Capabilities::CREATE_CONTEXT },
+            // INVITE_MEMBERS lets a member add members and register signing keys too.
+            capabilities: [Capabilities::MANAGE_MEMBERS, Capabilities::CREATE_CONTEXT, Capabilities::INVITE_MEMBERS]
+                [usize::from(r % 3)],
         },
         6 => OpBody::DefaultCapabilitiesSet { capabilities: Capabilities::CREATE_CONTEXT },
         7 => OpBody::ContextRegistered { context_id: ctx },

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use governance_support::*;
 use weft_node::governance::{GovernanceError, Rejection};
 use weft_primitives::{
-    signing_key_id, ApplicationId, ApplicationMeta, ContextId, ContextMetaValue, GroupSigningKeyValue,
+    signing_key_id, ApplicationId, ApplicationMeta, Capabilities, ContextId, ContextMetaValue, GroupSigningKeyValue,
     GroupUpgradeStatus, Hash, KeyId, OpBody, Role, SecretKey,
 };
 use weft_store::schema::{ContextMeta, GroupMemberContext, GroupSigningKey};
@@ -47,7 +47,9 @@ fn signing_keys_are_registered_by_admins_and_count_while_their_admin_is_one() {
     // A member cannot register one; nor with a key id that is not its key's; nor twice.
     let public_key = key(9).public_key();
     let body = OpBody::SigningKeySet { key_id: signing_key_id(&public_key), public_key };
-    refused(&gov, body.clone(), &member, ns, Rejection::AdminRequired(member.public_key()));
+    let lacks_invite =
+        Rejection::MissingCapability { signer: member.public_key(), needed: Capabilities::INVITE_MEMBERS };
+    refused(&gov, body.clone(), &member, ns, lacks_invite);
     let wrong = OpBody::SigningKeySet { key_id: KeyId([7; 32]), public_key };
     refused(&gov, wrong, &admin, ns, Rejection::BadSigningKey(KeyId([7; 32])));
     let again = OpBody::SigningKeySet { key_id, public_key: secret.public_key() };
@@ -64,6 +66,41 @@ fn signing_keys_are_registered_by_admins_and_count_while_their_admin_is_one() {
     // Made an admin again, it counts again.
     gov.act(ns, root, &other_admin, OpBody::RoleSet { identity: admin.public_key(), role: Role::Admin }).unwrap();
     assert_eq!(gov.signing_key(&root).unwrap().map(|(id, _)| id), Some(key_id));
+}
+
+#[test]
+fn a_member_holding_invite_members_registers_signing_keys_and_adds_members_while_it_holds_it() {
+    let gov = memory_governance();
+    let (ns, admin) = namespace(&gov);
+    let root = ns.root_group();
+    let (member, invitee, other) = (key(3), key(4), key(5));
+    gov.act(ns, root, &admin, OpBody::MemberAdded { identity: member.public_key(), role: Role::Member }).unwrap();
+    // MANAGE_MEMBERS alone adds members but registers no signing key.
+    let manage = OpBody::CapabilitiesSet { identity: member.public_key(), capabilities: Capabilities::MANAGE_MEMBERS };
+    gov.act(ns, root, &admin, manage).unwrap();
+    assert!(gov.create_signing_key(&root, &member).is_err());
+    assert!(gov.signing_key(&root).unwrap().is_none());
+
+    // INVITE_MEMBERS alone: a signing key, and non-admin members, but no admin.
+    let invite = OpBody::CapabilitiesSet { identity: member.public_key(), capabilities: Capabilities::INVITE_MEMBERS };
+    gov.act(ns, root, &admin, invite).unwrap();
+    let (key_id, _) = gov.create_signing_key(&root, &member).unwrap();
+    assert_eq!(gov.signing_key(&root).unwrap().map(|(id, _)| id), Some(key_id));
+    gov.act(ns, root, &member, OpBody::MemberAdded { identity: invitee.public_key(), role: Role::Member }).unwrap();
+    assert_eq!(gov.role(&root, &invitee.public_key()).unwrap(), Some(Role::Member));
+    let as_admin = OpBody::MemberAdded { identity: other.public_key(), role: Role::Admin };
+    refused(&gov, as_admin, &member, ns, Rejection::AdminRequired(member.public_key()));
+
+    // Taking the capability away voids its key; giving it back restores it.
+    let none = OpBody::CapabilitiesSet { identity: member.public_key(), capabilities: Capabilities::NONE };
+    gov.act(ns, root, &admin, none).unwrap();
+    assert_eq!(gov.registered_signing_key(&root, &key_id).unwrap(), None);
+    let add = OpBody::MemberAdded { identity: other.public_key(), role: Role::Member };
+    let lacks = Rejection::MissingCapability { signer: member.public_key(), needed: Capabilities::MANAGE_MEMBERS };
+    refused(&gov, add, &member, ns, lacks);
+    let back = OpBody::CapabilitiesSet { identity: member.public_key(), capabilities: Capabilities::INVITE_MEMBERS };
+    gov.act(ns, root, &admin, back).unwrap();
+    assert!(gov.registered_signing_key(&root, &key_id).unwrap().is_some());
 }
 
 #[test]

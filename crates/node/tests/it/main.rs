@@ -25,6 +25,7 @@ mod governance_sealed_ops_agree;
 mod governance_sealed_ops_rules;
 mod governance_signing_joins_upgrades;
 mod governance_upgrade_moves_contexts;
+mod lifecycle_removals_race;
 mod net_adversary;
 mod net_blob_fetch;
 mod net_converges;

@@ -42,6 +42,11 @@ impl<B: Backend> ContextEngine<B> {
         batch.delete_prefix(&DivergenceRecord::prefix(&id))?;
         batch.delete_prefix(&TrieJournal::prefix(&id))?;
         more(&mut batch)?;
+        // The caller's rows include the context's revision row and member directory, which
+        // governance rewrites by difference under this lock: a governance batch either lands
+        // before this one (and is deleted with it) or sees the context deleted (and leaves it
+        // so; see `governance/store/directory.rs`).
+        let _config = super::super::config::lock();
         self.store.write(batch)?;
         lock(&self.trie).forget(context_id);
         Ok(())

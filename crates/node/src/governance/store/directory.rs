@@ -11,6 +11,16 @@
 //!
 //! A context registered by a namespace other than the one it is bound to on this node
 //! (`ContextGroupRef`, see `stage_group`) gets no rows from that namespace.
+//!
+//! A context deleted here (`context_delete`, after leaving it) loses its rows while it stays
+//! registered in its group. Governance leaves it so: a context that the previous fold
+//! registered already and that has no `ContextConfig` row gets no rows from a later op (every
+//! registered context had its row written when its registration was folded, so the only ones
+//! without are those deleted here and those of a store written before these rows were kept),
+//! and loading a namespace fills in rows only for the contexts this node holds
+//! (`ContextMeta`). Joining a context writes its rows whole
+//! ([`Governance::materialize_context`]). The delete and governance's batches serialize on the
+//! revision rows' lock (`context::config::lock`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,6 +80,10 @@ impl<B: Backend> Governance<B> {
             if self.bound_elsewhere(&context_id, new.namespace_id)? {
                 continue;
             }
+            // Registered before, yet without a revision row: deleted here (see the module docs).
+            if old_groups.contains_key(&context_id) && !self.store.contains(&ContextConfig { context_id })? {
+                continue;
+            }
             let members_of = |state: &GovState, groups: &BTreeMap<ContextId, GroupId>| -> BTreeSet<PublicKey> {
                 groups
                     .get(&context_id)
@@ -103,9 +117,9 @@ impl<B: Backend> Governance<B> {
         Ok(())
     }
 
-    /// Writes the directory and revision rows of the namespace's contexts that have no
-    /// `ContextConfig` row yet: contexts registered before this node kept these rows (a store
-    /// of schema 4 or older). The members revision is the fold's, as every node computes it;
+    /// Writes the directory and revision rows of the namespace's contexts held here that have
+    /// no `ContextConfig` row yet: contexts registered before this node kept these rows (a store
+    /// of schema 4 or older); not a context deleted here (see the module docs). The members revision is the fold's, as every node computes it;
     /// the application revision is [`config::moved_application_revision`] of the group's
     /// latest upgrade if the context runs its target, else as if the context had just been
     /// created with the application it runs.
@@ -121,15 +135,15 @@ impl<B: Backend> Governance<B> {
                 {
                     continue;
                 }
-                let application_revision = match self.store.get(&ContextMeta { context_id: *context_id })? {
-                    // Not held here: joining it sets its application revision.
-                    None => 0,
-                    Some(meta) => match &g.upgrade {
-                        Some(u) if meta.application.application_id == g.meta.target_application_id => {
-                            config::moved_application_revision(u.to_version)
-                        }
-                        _ => config::created_application_revision(&meta.application.application_id),
-                    },
+                // Only contexts held here: a context deleted here must stay without rows, and
+                // nothing tells it apart from a context not held of a store this old (which
+                // gets its rows when this node joins it, `materialize_context`).
+                let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { continue };
+                let application_revision = match &g.upgrade {
+                    Some(u) if meta.application.application_id == g.meta.target_application_id => {
+                        config::moved_application_revision(u.to_version)
+                    }
+                    _ => config::created_application_revision(&meta.application.application_id),
                 };
                 let members_revision = state.members_revision(context_id);
                 let revisions = ContextConfigValue { application_revision, members_revision };
@@ -145,6 +159,42 @@ impl<B: Backend> Governance<B> {
             self.store.write(batch)?;
         }
         Ok(())
+    }
+
+    /// Writes a context's member directory and members revision whole, as the namespace's
+    /// current fold has them (deleting rows of identities no longer members): for a context
+    /// this node joins, whose rows governance does not keep while it is deleted here (see the
+    /// module docs). Nothing for a context the namespace does not register, or one bound to
+    /// another namespace here.
+    pub fn materialize_context(
+        &self,
+        namespace_id: &NamespaceId,
+        context_id: &ContextId,
+    ) -> Result<(), GovernanceError> {
+        if self.bound_elsewhere(context_id, *namespace_id)? {
+            return Ok(());
+        }
+        let own = self.store.get(&NamespaceIdentity { namespace_id: *namespace_id })?;
+        // Under the namespace's lock (no op folded meanwhile), then the revision rows' lock, as
+        // a submit takes them.
+        self.with_state(namespace_id, |state| -> Result<(), GovernanceError> {
+            let Some(group_id) = state.group_of_context(context_id) else { return Ok(()) };
+            let Some(group) = state.group(&group_id) else { return Ok(()) };
+            let _config = config::lock();
+            let mut batch = self.store.batch();
+            batch.delete_prefix(&ContextIdentity::prefix(context_id))?;
+            for identity in group.members.keys() {
+                batch.put(
+                    &ContextIdentity { context_id: *context_id, public_key: *identity },
+                    &directory_row(identity, own.as_ref()),
+                );
+            }
+            let mut revisions = config::read(&self.store, context_id)?;
+            revisions.members_revision = state.members_revision(context_id);
+            batch.put(&ContextConfig { context_id: *context_id }, &revisions);
+            self.store.write(batch)?;
+            Ok(())
+        })?
     }
 
     /// Whether the context is bound on this node to a group of another namespace.

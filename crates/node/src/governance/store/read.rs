@@ -403,8 +403,11 @@ impl<B: Backend> Governance<B> {
         Ok(rows.into_iter().map(|(k, _)| k.context_id).collect())
     }
 
-    /// Whether `identity` joined `context_id` in the current fold.
+    /// Whether `identity` joined `context_id` in the current fold: a point read of its 0x32
+    /// row (the materialized fold, written in the batch of the op that changed it).
     pub fn has_joined(&self, context_id: &ContextId, identity: &PublicKey) -> Result<bool, GovernanceError> {
-        Ok(self.context_members_joined(context_id)?.contains(identity))
+        let Some(group_id) = self.group_of_context(context_id)? else { return Ok(false) };
+        let row = GroupMemberContext { group_id, identity: *identity, context_id: *context_id };
+        Ok(self.store.contains(&row)?)
     }
 }

@@ -1,4 +1,4 @@
-//! Group signing keys (0x25): created and kept on the admin's node that signs invitations
+//! Group signing keys (0x25): created and kept on the node (of a holder of `INVITE_MEMBERS`) that signs invitations
 //! with them, their public halves registered by `SigningKeySet` ops (see
 //! `docs/invitations.md`).
 
@@ -11,7 +11,7 @@ use super::{Governance, GovernanceError};
 impl<B: Backend> Governance<B> {
     /// Creates a signing key for a group (its secret kept on this node, 0x25) and
     /// registers its public key with a `SigningKeySet` op signed by `admin` (who must
-    /// be an admin of the group). Returns the key's id and the op. On error nothing is
+    /// hold `INVITE_MEMBERS` in the group, as every admin does). Returns the key's id and the op. On error nothing is
     /// kept.
     pub fn create_signing_key(&self, group_id: &GroupId, admin: &SecretKey) -> Result<(KeyId, OpId), GovernanceError> {
         let namespace_id = self.namespace_of(group_id)?;

@@ -176,6 +176,20 @@ pub struct DefaultCapabilitiesParams {
     pub capabilities: u32,
 }
 
+/// `group_set_context_capabilities`'s params.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextCapabilitiesParams {
+    /// The group id.
+    pub group_id: String,
+    /// The context (registered in the group).
+    pub context_id: String,
+    /// The member's identity.
+    pub identity: String,
+    /// The per-context capability bitmask (0x1: write).
+    pub capabilities: u32,
+}
+
 /// `group_upgrade`'s params.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
