@@ -6,8 +6,9 @@
 //! everything and checks:
 //! - every node reaches equal heads and roots, nothing pending, not diverged, within
 //!   `CONVERGE_WITHIN` (the time each schedule took is printed);
-//! - every write any node acknowledged is on every node, and every acknowledged subgroup is
-//!   known to every node;
+//! - every write any node acknowledged is on every node, every acknowledged subgroup is
+//!   known to every node, and the context's group reads the same on every node (governance
+//!   ops caught up too);
 //! - no node ever reported a peer "in sync" while their roots differed at equal heads: the
 //!   nodes' `subscribe_sync` streams (`weft sync watch`) carry no `diverged` event (which is
 //!   what a node reports of a peer with its heads and another root), and every node's
@@ -17,7 +18,9 @@
 //!   its state (`weftd inspect`).
 //!
 //! `TORTURE_SEED` (default: the clock; printed on failure) and `TORTURE_SCHEDULES`
-//! (default 5). `./x torture partition [N]` runs it. Needs root and `ip netns`: where they are
+//! (default 5). Each node's log (`weftd.log` in its home; `TORTURE_LOG` sets `RUST_LOG`,
+//! default `info`) is kept with the homes when the campaign fails, in the directory it prints
+//! at the start. `./x torture partition [N]` runs it. Needs root and `ip netns`: where they are
 //! missing it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -36,6 +39,9 @@ use serde_json::{json, Value};
 
 const NODES: usize = 5;
 const CONVERGE_WITHIN: Duration = Duration::from_secs(90);
+/// The metrics a convergence failure prints for each node (lines containing these).
+const METRICS_ON_FAILURE: [&str; 8] =
+    ["sync_requests", "refused", "withheld", "peers", "sessions", "pending", "deferred", "ops_"];
 
 /// What the writers had acknowledged.
 #[derive(Default)]
@@ -102,11 +108,9 @@ fn sample(nodes: &[NsNode], ctx: &str, seen: &mut HashMap<String, (String, usize
     taken
 }
 
-/// All agree: equal heads and roots, nothing pending, not diverged.
+/// All agree (see [`common::agreed`]): their statuses if so.
 fn agreed(nodes: &[NsNode], ctx: &str) -> Option<Vec<Value>> {
-    let s: Vec<Value> = nodes.iter().map(|n| status(n, ctx)).collect::<Result<_, _>>().ok()?;
-    let same = s.windows(2).all(|w| w[0]["heads"] == w[1]["heads"] && w[0]["root_hash"] == w[1]["root_hash"]);
-    (same && s.iter().all(|x| x["pending_count"] == 0 && x["diverged"] == false)).then_some(s)
+    common::agreed(nodes.iter().map(|n| status(n, ctx)).collect::<Result<_, _>>().ok()?)
 }
 
 /// Every key under `prefix` on `node`.
@@ -128,7 +132,10 @@ fn partitions_heal_without_losing_writes() {
     let started = Instant::now();
     // Declared first, so it is dropped last: after every weftd in it is killed.
     let mut net = Net::build("wefttort", NODES);
-    let dir = tempfile::tempdir().unwrap();
+    // Kept if the campaign fails (the nodes' homes, with their logs, `weftd.log`); removed
+    // at the end of a run that passes.
+    let dir = tempfile::tempdir().unwrap().keep();
+    eprintln!("torture partition: the nodes' homes and logs are in {}", dir.display());
     let quick = [("anti_entropy_interval_ms = 5000", "anti_entropy_interval_ms = 500")];
     let mut nodes: Vec<NsNode> = Vec::new();
     for k in 0..NODES {
@@ -137,16 +144,12 @@ fn partitions_heal_without_losing_writes() {
         // but those (see RELIABILITY.md: with n0 bootstrapping nobody, a restart of n0
         // left it isolated for good).
         let others: Vec<usize> = (0..NODES).filter(|j| *j != k).collect();
-        nodes.push(NsNode::start(&net.nodes[k].clone(), &dir.path().join(format!("n{k}")), k, &others, &quick));
+        nodes.push(NsNode::start(&net.nodes[k].clone(), &dir.join(format!("n{k}")), k, &others, &quick));
     }
     let created = nodes[0].ok("context_create", json!({ "alias": "tortured" }));
     let ctx = created["context_id"].as_str().unwrap().to_string();
     let group = created["group_id"].as_str().unwrap().to_string();
-    for joiner in &nodes[1..] {
-        let identity = joiner.ok("node_info", json!({}))["identity"].clone();
-        let invited = nodes[0].ok("context_invite", json!({ "context_id": ctx, "invitee": identity, "role": "admin" }));
-        joiner.ok("context_join", json!({ "invitation": invited["invitation"] }));
-    }
+    common::invite_everyone(&nodes[0], &nodes[1..], &ctx, "admin");
     for node in &mut nodes {
         node.watch_sync();
     }
@@ -217,15 +220,17 @@ fn partitions_heal_without_losing_writes() {
                     .map(|n| {
                         let s = status(n, &ctx).unwrap_or_else(|e| json!(e));
                         let peers = n.try_call("node_peers", json!({})).unwrap_or_else(|e| json!(e));
+                        let metrics = n.metrics(&METRICS_ON_FAILURE).map(|m| m.join(", ")).unwrap_or_else(|e| e);
                         format!(
-                            "n{}: heads {} root {} deltas {} pending {} peers {peers}",
+                            "n{}: heads {} root {} deltas {} pending {} peers {peers}\n    {metrics}",
                             n.k, s["heads"], s["root_hash"], s["delta_count"], s["pending_count"]
                         )
                     })
                     .collect();
                 panic!(
-                    "schedule {schedule} ({log:?}): no convergence within {CONVERGE_WITHIN:?}:\n{}",
-                    report.join("\n")
+                    "schedule {schedule} ({log:?}): no convergence within {CONVERGE_WITHIN:?}:\n{}\nlogs in {}",
+                    report.join("\n"),
+                    dir.display()
                 );
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -255,6 +260,20 @@ fn partitions_heal_without_losing_writes() {
                 nodes.iter().all(|n| n.try_call("group_info", json!({ "group_id": g })).is_ok()).then_some(())
             });
         }
+        // Governance agrees too: the context's group reads the same everywhere (its admins,
+        // members, contexts), every node's ops having caught up (`Ops` requests).
+        eventually(CONVERGE_WITHIN, &format!("schedule {schedule}: every node to agree on the group"), || {
+            let infos: Vec<Value> = nodes
+                .iter()
+                .map(|n| {
+                    let mut info = n.try_call("group_info", json!({ "group_id": group }))?;
+                    info.as_object_mut().map(|o| o.remove("alias"));
+                    Ok::<_, String>(info)
+                })
+                .collect::<Result<_, _>>()
+                .ok()?;
+            infos.windows(2).all(|w| w[0] == w[1]).then_some(())
+        });
         all_groups.extend(new_groups);
         let mut in_sync = 0;
         for node in &nodes {
@@ -289,4 +308,5 @@ fn partitions_heal_without_losing_writes() {
         started.elapsed()
     );
     drop(net);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -183,11 +183,7 @@ fn soak() {
     let created = nodes[0].ok("context_create", json!({ "alias": "soaked" }));
     let ctx = created["context_id"].as_str().unwrap().to_string();
     let group = created["group_id"].as_str().unwrap().to_string();
-    for joiner in &nodes[1..] {
-        let identity = joiner.ok("node_info", json!({}))["identity"].clone();
-        let invited = nodes[0].ok("context_invite", json!({ "context_id": ctx, "invitee": identity, "role": "admin" }));
-        joiner.ok("context_join", json!({ "invitation": invited["invitation"] }));
-    }
+    common::invite_everyone(&nodes[0], &nodes[1..], &ctx, "admin");
     let seen = Arc::new(Mutex::new(Seen::default()));
     let mut members: Vec<Member> = Vec::new();
     for (k, node) in nodes.into_iter().enumerate() {
@@ -298,13 +294,13 @@ fn soak() {
     // Everything converges, with every acknowledged write.
     let calls: Vec<Endpoint> = members.iter().map(|m| Endpoint::of(m.node.as_ref().unwrap())).collect();
     let statuses = eventually(CONVERGE_WITHIN, "the four nodes to agree after the last write", || {
-        let s: Vec<Value> = calls
-            .iter()
-            .map(|c| c.call("context_status", json!({ "context_id": ctx })))
-            .collect::<Result<_, _>>()
-            .ok()?;
-        let same = s.windows(2).all(|w| w[0]["heads"] == w[1]["heads"] && w[0]["root_hash"] == w[1]["root_hash"]);
-        (same && s.iter().all(|x| x["pending_count"] == 0 && x["diverged"] == false)).then_some(s)
+        common::agreed(
+            calls
+                .iter()
+                .map(|c| c.call("context_status", json!({ "context_id": ctx })))
+                .collect::<Result<_, _>>()
+                .ok()?,
+        )
     });
     let converged_in = ended.elapsed();
     let writes = std::mem::take(&mut *writes.lock().unwrap());

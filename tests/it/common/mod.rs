@@ -66,6 +66,35 @@ pub fn invite_and_join(admin: &Node, joiner: &Node, ctx: &str) -> (Value, Value)
     (invited, joined)
 }
 
+/// A node the helpers below can call: a JSON-RPC call that must succeed, with its result
+/// ([`Node`] on loopback, `NsNode` in a network namespace).
+pub trait Calls {
+    fn ok(&self, method: &str, params: Value) -> Value;
+}
+
+impl Calls for Node {
+    fn ok(&self, method: &str, params: Value) -> Value {
+        Node::ok(self, method, params)
+    }
+}
+
+/// `admin` invites each of `joiners` to context `ctx` with `role` (`admin`, `member` or
+/// `read_only`), and each joins.
+pub fn invite_everyone(admin: &impl Calls, joiners: &[impl Calls], ctx: &str, role: &str) {
+    for joiner in joiners {
+        let identity = joiner.ok("node_info", json!({}))["identity"].clone();
+        let invited = admin.ok("context_invite", json!({ "context_id": ctx, "invitee": identity, "role": role }));
+        joiner.ok("context_join", json!({ "invitation": invited["invitation"] }));
+    }
+}
+
+/// The nodes' `context_status` results if they all agree: equal heads and roots, nothing
+/// pending, not diverged.
+pub fn agreed(statuses: Vec<Value>) -> Option<Vec<Value>> {
+    let same = statuses.windows(2).all(|w| w[0]["heads"] == w[1]["heads"] && w[0]["root_hash"] == w[1]["root_hash"]);
+    (same && statuses.iter().all(|s| s["pending_count"] == 0 && s["diverged"] == false)).then_some(statuses)
+}
+
 /// A running weftd.
 pub struct Node {
     pub home: PathBuf,

@@ -15,6 +15,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::{drain, WEFT, WEFTD};
+use crate::common::{WEFT, WEFTD};
 
 /// The p2p port every node listens on (each in its own namespace).
 pub const P2P_PORT: u16 = 7428;
@@ -231,7 +232,10 @@ pub struct NsNode {
     pub home: PathBuf,
     pub k: usize,
     child: Option<Child>,
-    pub stderr: Arc<Mutex<String>>,
+    /// What weftd writes to stderr, every run of it appended (`weftd.log` in its home, kept
+    /// with the homes when a campaign fails). `TORTURE_LOG` sets its `RUST_LOG` (default
+    /// `info`).
+    pub log: PathBuf,
     /// Events of `weft sync watch` (restarted with weftd), with the node's index.
     watcher: Option<Child>,
     pub sync_events: Arc<Mutex<Vec<Value>>>,
@@ -262,7 +266,7 @@ impl NsNode {
             home: home.to_path_buf(),
             k,
             child: None,
-            stderr: Arc::new(Mutex::new(String::new())),
+            log: home.join("weftd.log"),
             watcher: None,
             sync_events: Arc::new(Mutex::new(Vec::new())),
         };
@@ -273,26 +277,28 @@ impl NsNode {
     /// Starts weftd on the initialized home and waits until its RPC answers.
     fn run(&mut self) {
         let _ = std::fs::remove_file(self.home.join("rpc-addr"));
+        let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        writeln!(log, "--- weftd run in {} at {:?}", self.ns, std::time::SystemTime::now()).unwrap();
+        let filter = std::env::var("TORTURE_LOG").unwrap_or_else(|_| "info".into());
         // `ip netns exec` execs weftd in place, so the child is weftd itself.
-        let mut child = Command::new("ip")
+        let child = Command::new("ip")
             .args(["netns", "exec", &self.ns, WEFTD, "run", "--home"])
             .arg(&self.home)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", filter)
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::from(log))
             .spawn()
             .unwrap();
-        self.stderr = drain(child.stderr.take().unwrap());
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("weftd in {} exited with {status}: {}", self.ns, self.stderr.lock().unwrap());
+                panic!("weftd in {} exited with {status}: {}", self.ns, self.log_tail());
             }
             if self.home.join("rpc-addr").exists() && self.try_call("node_info", json!({})).is_ok() {
                 break;
             }
-            assert!(Instant::now() < deadline, "weftd in {} not ready: {}", self.ns, self.stderr.lock().unwrap());
+            assert!(Instant::now() < deadline, "weftd in {} not ready: {}", self.ns, self.log_tail());
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -358,7 +364,35 @@ impl NsNode {
             assert!(Instant::now() < deadline, "weftd in {} did not stop after SIGTERM", self.ns);
             std::thread::sleep(Duration::from_millis(20));
         };
-        assert!(exit.success(), "weftd in {} exited with {exit}: {}", self.ns, self.stderr.lock().unwrap());
+        assert!(exit.success(), "weftd in {} exited with {exit}: {}", self.ns, self.log_tail());
+    }
+
+    /// The last 8 KiB of weftd's log.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read(&self.log).unwrap_or_default();
+        String::from_utf8_lossy(&text[text.len().saturating_sub(8 << 10)..]).into_owned()
+    }
+
+    /// The lines of weftd's `/metrics` that contain one of `words` (read with curl inside the
+    /// namespace, whose loopback the RPC listens on), or why they could not be read.
+    pub fn metrics(&self, words: &[&str]) -> Result<Vec<String>, String> {
+        let addr = std::fs::read_to_string(self.home.join("rpc-addr")).map_err(|e| e.to_string())?;
+        let token = std::fs::read_to_string(self.home.join("admin-token")).map_err(|e| e.to_string())?;
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns, "curl", "-sf", "-H"])
+            .arg(format!("Authorization: Bearer {}", token.trim()))
+            .arg(format!("http://{}/metrics", addr.trim()))
+            .output()
+            .map_err(|e| format!("cannot run curl: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("curl: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        Ok(text
+            .lines()
+            .filter(|l| !l.starts_with('#') && words.iter().any(|w| l.contains(w)))
+            .map(str::to_string)
+            .collect())
     }
 
     /// A call through the weft CLI: its result, or why it failed.
@@ -386,6 +420,12 @@ impl NsNode {
         self.end_watch();
         let child = self.child.take().unwrap();
         self.terminate(child);
+    }
+}
+
+impl crate::common::Calls for NsNode {
+    fn ok(&self, method: &str, params: Value) -> Value {
+        NsNode::ok(self, method, params)
     }
 }
 

@@ -108,7 +108,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             }
             *self.admission.binding.entry(peer).or_default() += 1;
             let signature = secret.sign(&challenge);
-            self.send_sync_request(peer, SyncRequest::Bind { identity, signature }, Pending::Bind);
+            self.send_sync_request(peer, SyncRequest::Bind { identity, signature }, Pending::Bind(identity));
         }
         self.admission.binding(&peer)
     }
@@ -133,11 +133,21 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
     }
 
-    /// A bind was answered (or failed): once none is in flight, ask the peer's status.
-    pub(super) fn on_bind_answer(&mut self, peer: PeerId, response: Option<&SyncResponse>) {
-        if let Some(answer) = response {
-            if !matches!(answer, SyncResponse::Bound) {
-                tracing::info!(%peer, "the peer refused this node's binding");
+    /// A bind was answered (or failed): once none is in flight, ask the peer's status. A bind
+    /// that got no answer (it timed out, or went on a connection that closed: a peer's old
+    /// connection, dead but not closed yet, when it restarted) is sent again at the next
+    /// round; else the peer would refuse this node, and this node withhold its requests to
+    /// the peer, for as long as they stay connected.
+    pub(super) fn on_bind_answer(&mut self, peer: PeerId, identity: PublicKey, response: Option<&SyncResponse>) {
+        match response {
+            Some(SyncResponse::Bound) => {}
+            Some(_) => tracing::info!(%peer, "the peer refused this node's binding"),
+            None => {
+                tracing::debug!(%peer, "a binding got no answer: sent again at the next round");
+                self.stats.binds_unanswered.fetch_add(1, Ordering::Relaxed);
+                if let Some(sent) = self.admission.sent.get_mut(&peer) {
+                    sent.remove(&identity);
+                }
             }
         }
         let Some(n) = self.admission.binding.get_mut(&peer) else { return };

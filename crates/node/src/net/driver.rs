@@ -18,14 +18,15 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use libp2p::core::transport::ListenerId;
 use libp2p::request_response::{self, OutboundRequestId};
-use libp2p::swarm::{ConnectionDenied, DialError, ListenError, SwarmEvent};
+use libp2p::swarm::{ConnectionDenied, ConnectionId, DialError, ListenError, SwarmEvent};
 use libp2p::{gossipsub, identify, PeerId, Swarm};
 use tokio::sync::{broadcast, mpsc};
-use weft_primitives::{ApplicationId, BlobId, ContextId, KeyId, NamespaceId};
+use weft_primitives::{ApplicationId, BlobId, ContextId, KeyId, NamespaceId, PublicKey};
 use weft_store::schema::ContextLeft;
 use weft_store::{Backend, Read};
 
@@ -62,8 +63,14 @@ pub(super) enum Pending {
     Key(KeyScope, KeyId),
     Blob(ContextId, BlobId),
     Application(ContextId, ApplicationId),
-    Bind,
+    /// A binding of this node's identity to the peer (see `admission.rs`).
+    Bind(PublicKey),
 }
+
+/// How long a connection must have been open for a newer one to the same peer to replace it
+/// (see [`Driver::close_replaced`]); two opened within this of each other (both sides dialing
+/// at once) are both kept.
+pub(super) const REPLACED_AFTER: Duration = Duration::from_secs(5);
 
 /// What the driver needs of a backend: the bounds its methods share, named once.
 pub(super) trait NetBackend: Backend + Send + Sync + 'static {}
@@ -108,6 +115,8 @@ pub(super) struct Driver<B: Backend> {
     pub(super) peers: KnownPeers,
     /// Who each peer is bound to, and this node's bindings (see `admission.rs`).
     pub(super) admission: Admission,
+    /// The open connections to each peer, with when each opened (see [`Driver::close_replaced`]).
+    connections: HashMap<PeerId, Vec<(ConnectionId, Instant)>>,
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -144,6 +153,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             applier,
             peers: KnownPeers::default(),
             admission: Admission::default(),
+            connections: HashMap::new(),
         }
     }
 
@@ -242,7 +252,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             | Pending::Key(..)
             | Pending::Blob(..)
             | Pending::Application(..)
-            | Pending::Bind => true,
+            | Pending::Bind(_) => true,
         });
         self.deferred.forget_context(context_id);
     }
@@ -409,7 +419,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     fn on_swarm_event(&mut self, event: SwarmEvent<BehaviourEvent>) {
         match event {
             SwarmEvent::NewListenAddr { address, .. } => tracing::info!(%address, "listening"),
-            SwarmEvent::ConnectionEstablished { peer_id, endpoint, num_established, .. } => {
+            SwarmEvent::ConnectionEstablished { peer_id, connection_id, endpoint, num_established, .. } => {
+                self.connections.entry(peer_id).or_default().push((connection_id, Instant::now()));
                 self.swarm.behaviour_mut().kad.add_address(&peer_id, endpoint.get_remote_address().clone());
                 if endpoint.is_dialer() {
                     self.peer_address(peer_id, endpoint.get_remote_address().clone(), true);
@@ -420,12 +431,19 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     // asks about; the following rounds take the rest in turn.
                     self.on_connected(peer_id);
                 } else {
+                    self.close_replaced(peer_id, connection_id);
                     self.on_reconnected(peer_id);
                 }
             }
-            SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => {
-                self.forget_peer(peer_id);
-                self.known_peer_disconnected(peer_id);
+            SwarmEvent::ConnectionClosed { peer_id, connection_id, num_established, .. } => {
+                if let Some(open) = self.connections.get_mut(&peer_id) {
+                    open.retain(|(id, _)| *id != connection_id);
+                }
+                if num_established == 0 {
+                    self.connections.remove(&peer_id);
+                    self.forget_peer(peer_id);
+                    self.known_peer_disconnected(peer_id);
+                }
             }
             SwarmEvent::IncomingConnectionError { error: ListenError::Denied { cause }, send_back_addr, .. } => {
                 self.count_denied(&cause);
@@ -476,6 +494,28 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
     }
 
+    /// A new connection to a peer already connected replaces the ones opened at least
+    /// [`REPLACED_AFTER`] before it: they are closed. The peer dialed again while connected, so
+    /// it most likely restarted, and its old connection is dead without being closed yet (its
+    /// close was lost, as through a partition) — and libp2p would keep sending on it: the sync
+    /// protocol spreads requests over a peer's connections in turn, so half of them (binds
+    /// included) would be lost until TCP gave up on it, minutes later.
+    fn close_replaced(&mut self, peer: PeerId, newest: ConnectionId) {
+        let Some(open) = self.connections.get(&peer) else { return };
+        let now = Instant::now();
+        let replaced: Vec<ConnectionId> = open
+            .iter()
+            .filter(|(id, opened)| *id != newest && now.duration_since(*opened) >= REPLACED_AFTER)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in replaced {
+            tracing::debug!(%peer, "a newer connection replaces an old one: closing the old one");
+            if self.swarm.close_connection(id) {
+                self.stats.connections_replaced.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
     /// A peer's last connection closed: forget what was under way with it; a snapshot it
     /// was serving fails (and the context is caught up by deltas).
     fn forget_peer(&mut self, peer: PeerId) {
@@ -520,7 +560,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             Some(Pending::Application(context_id, application_id)) => {
                 self.on_application_answer(peer, context_id, application_id, response)
             }
-            Some(Pending::Bind) => self.on_bind_answer(peer, Some(&response)),
+            Some(Pending::Bind(identity)) => self.on_bind_answer(peer, identity, Some(&response)),
             None => {}
         }
     }
@@ -574,9 +614,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 tracing::debug!(%peer, %application_id, %error, "application record request failed");
                 self.application_request_failed(peer, context_id, application_id);
             }
-            Some(Pending::Bind) => {
+            Some(Pending::Bind(identity)) => {
                 tracing::debug!(%peer, %error, "bind request failed");
-                self.on_bind_answer(peer, None);
+                self.on_bind_answer(peer, identity, None);
             }
             None => {}
         }

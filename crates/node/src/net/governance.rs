@@ -107,8 +107,12 @@ impl LogKind for Namespaces {
     }
 
     fn heads<B: NetBackend>(driver: &Driver<B>, namespace_id: &NamespaceId) -> Option<Vec<OpId>> {
-        // A namespace not held here yet has no heads: everything is lacking.
-        match driver.governance.as_ref()?.heads(namespace_id) {
+        // A namespace not held here yet has no heads: everything is lacking. The heads and
+        // ancestors at doubling distances, as for deltas (see `Contexts::heads`): the peer
+        // ignores heads it has not seen, and without a known ancestor it would serve the log
+        // from its start, a page of ops held here already, and the session would end there.
+        let governance = driver.governance.as_ref()?;
+        match governance.heads(namespace_id).and_then(|heads| governance.sync_marks(namespace_id, &heads)) {
             Ok(heads) => Some(heads),
             Err(e) => {
                 tracing::warn!(%namespace_id, error = %e, "cannot read namespace heads");

@@ -174,7 +174,8 @@ pub enum SyncRequest {
     Ops {
         /// The namespace.
         namespace_id: NamespaceId,
-        /// The asker's heads (empty if it holds none of the namespace).
+        /// The asker's heads (empty if it holds none of the namespace), then ancestors of them
+        /// at doubling distances, as for deltas (see [`weft_dag::marks`]).
         heads: Vec<OpId>,
         /// Most ops wanted in this response (capped at [`MAX_OPS_PER_RESPONSE`]).
         max: u32,

@@ -171,6 +171,23 @@ impl<B: Backend> Governance<B> {
         }
     }
 
+    /// What to tell a peer this node holds of a namespace when asking for the ops it lacks:
+    /// `heads` and ancestors of them at doubling distances, walking at most
+    /// [`SYNC_MARKS_WALK`] ops (see [`weft_dag::marks`]). Without them a peer that knows none
+    /// of `heads` (this node logged ops since they last met) would find this node lacking the
+    /// whole log and send it from its start, a page at a time, every page already held here.
+    ///
+    /// [`SYNC_MARKS_WALK`]: crate::context::engine::SYNC_MARKS_WALK
+    pub fn sync_marks(&self, namespace_id: &NamespaceId, heads: &[OpId]) -> Result<Vec<OpId>, GovernanceError> {
+        if heads.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.with_loaded(namespace_id, |l| {
+            weft_dag::marks(l.graph.dag(), heads, crate::context::engine::SYNC_MARKS_WALK)
+        })?
+        .map_err(|e| GovernanceError::Inconsistent(e.to_string()))
+    }
+
     /// The logged ops a peer with `peer_heads` lacks, in topological order, in
     /// batches of `batch` ids.
     pub fn lacking(
