@@ -125,6 +125,7 @@ impl LogKind for Contexts {
             return None;
         };
         driver.contexts.kind.reported.entry(context_id).or_default().insert(peer, delta_count);
+        driver.quiet.answered(peer, context_id);
         let ours = driver.engine.view(&context_id).ok()?;
         if heads == ours.heads {
             if root_hash == ours.root_hash {

@@ -7,7 +7,8 @@
 //! peers for the status of the namespaces and contexts held here — ops before deltas, since
 //! deltas may cite ops — at most a share of them per peer and round ([`Driver::round_share`]),
 //! taken in turn, so a node holding more than a round's share checks every one within a
-//! bounded number of rounds and none is starved by `Busy` answers. Leaving a context
+//! bounded number of rounds and none is starved by `Busy` answers; a round asks about a context only if it may differ
+//! (`quiet.rs`). Leaving a context
 //! ([`Network::leave`]) drops its topic and everything under way for it: in-sync peers,
 //! catch-up and repair sessions, a snapshot being received, requests in flight (their answers
 //! are ignored) and deferred deltas; a context marked [`ContextLeft`] is not joined at start
@@ -44,6 +45,7 @@ use super::limits::DenialReason;
 use super::log::{LogKind, LogSync};
 use super::peers::{KnownPeers, REDIAL_CHECK};
 use super::protocol::{SyncRequest, SyncResponse};
+use super::quiet::Quiet;
 use super::repair::Repairs;
 use super::snapshot::Snapshots;
 use super::swarm::{Behaviour, BehaviourEvent};
@@ -117,6 +119,8 @@ pub(super) struct Driver<B: Backend> {
     pub(super) admission: Admission,
     /// The open connections to each peer, with when each opened (see [`Driver::close_replaced`]).
     connections: HashMap<PeerId, Vec<(ConnectionId, Instant)>>,
+    /// Which contexts' status to ask whom (see `quiet.rs`).
+    pub(super) quiet: Quiet,
 }
 
 impl<B: Backend + Send + Sync + 'static> Driver<B> {
@@ -154,6 +158,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             peers: KnownPeers::default(),
             admission: Admission::default(),
             connections: HashMap::new(),
+            quiet: Quiet::default(),
         }
     }
 
@@ -255,6 +260,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             | Pending::Bind(_) => true,
         });
         self.deferred.forget_context(context_id);
+        self.quiet.forget_context(context_id);
     }
 
     /// Whether the store marks the context left (an unreadable mark counts as left: nothing
@@ -362,7 +368,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
         self.fail_withheld();
         self.check::<Namespaces>(namespaces, &connected);
-        self.check::<Contexts>(contexts, &connected);
+        self.check_contexts(contexts, &connected);
         self.recover_keys(&connected);
         self.retry_deferred(None);
         self.snapshots.expire_idle();
@@ -408,6 +414,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             self.stats.sync_requests_withheld.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.admission.withhold(peer, pending);
             return;
+        }
+        if let Pending::Status(context_id) = &pending {
+            self.quiet.asked(peer, *context_id);
         }
         let request = self.seal_request(request);
         self.stats.sync_requests_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -528,6 +537,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.forget_inbound(peer);
         self.forget_blob_peer(peer);
         self.forget_app_peer(peer);
+        self.quiet.forget_peer(peer);
         let broken: Vec<ContextId> =
             self.snapshots.receiving.iter().filter(|(_, r)| r.peer == peer).map(|(c, _)| *c).collect();
         for context_id in broken {

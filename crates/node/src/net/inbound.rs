@@ -275,7 +275,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             SyncRequest::RepairWalk { .. } | SyncRequest::RepairEntries { .. } => SyncResponse::Unknown,
             SyncRequest::NamespaceStatus { namespace_id } => self.serve_namespace_status(&namespace_id),
             SyncRequest::Ops { namespace_id, heads, max } => self.serve_ops(&namespace_id, &heads, max),
-            SyncRequest::Status { context_id } => self.serve_status(&context_id),
+            SyncRequest::Status { context_id } => {
+                self.status_asked_by(peer, context_id);
+                self.serve_status(&context_id)
+            }
             SyncRequest::Deltas { context_id, heads, max } => self.serve_deltas(peer, context_id, &heads, max),
             SyncRequest::Blob { context_id, blob_id, offset, max } => self.serve_blob(context_id, blob_id, offset, max),
             SyncRequest::Application { context_id, application_id } => {

@@ -42,3 +42,46 @@ async fn every_context_catches_up_when_a_round_cannot_ask_about_all_of_them() {
         assert_eq!(b.engine.view(ctx).unwrap().status.delta_count, 2);
     }
 }
+
+/// Idle anti-entropy follows the contexts that changed, not those held (issue 27): two nodes
+/// in sync on 40 contexts send next to no status requests over ten rounds (before, every round
+/// asked the peer about every context: 800 requests from the two), and a write on one of them
+/// that is not gossiped still reaches the other within a few rounds — before the sweep that
+/// compares quiet contexts anyway (`SWEEP_ROUNDS / 2` = 30 rounds at the earliest).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_contexts_cost_no_status_requests_and_a_change_still_syncs_within_rounds() {
+    use std::sync::atomic::Ordering;
+    const ROUND: Duration = Duration::from_millis(300);
+    let all = contexts();
+    let a = start(memory_store(), 1, config(vec![], ROUND), false, &all).await;
+    let author = SecretKey::from_bytes(&[9; 32]);
+    for ctx in &all {
+        a.engine.write(ctx, &author, put("x", "v")).unwrap();
+    }
+    let b = start(memory_store(), 2, config(vec![addr(&a.net).await], ROUND), false, &all).await;
+    for ctx in &all {
+        context_converged(&[&a, &b], *ctx, WITHIN).await;
+    }
+    for (n, peer) in [(&a, b.net.peer_id()), (&b, a.net.peer_id())] {
+        for ctx in &all {
+            let deadline = std::time::Instant::now() + WITHIN;
+            while !n.net.in_sync_peers(*ctx).await.unwrap().contains(&peer) {
+                assert!(std::time::Instant::now() < deadline, "not in sync on {ctx}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    // Settled (the first rounds compare everything once more), then ten idle rounds.
+    tokio::time::sleep(ROUND * 3).await;
+    let sent = |n: &Node<weft_store::MemoryBackend>| n.net.stats().sync_requests_sent.load(Ordering::Relaxed);
+    let before = (sent(&a), sent(&b));
+    tokio::time::sleep(ROUND * 10).await;
+    let idle = (sent(&a) - before.0, sent(&b) - before.1);
+    assert!(idle.0 + idle.1 < 80, "status requests over ten idle rounds: {idle:?}");
+
+    // A write on B, not gossiped: B sees its context changed and asks A, which takes the ask
+    // as a hint and compares: behind, it catches up.
+    let ctx = all[7];
+    b.engine.write(&ctx, &author, put("y", "w")).unwrap();
+    context_converged(&[&a, &b], ctx, ROUND * 20).await;
+}
