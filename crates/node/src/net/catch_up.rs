@@ -79,8 +79,11 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             return;
         };
         if !K::log(self).catching_up.contains(&(peer, id)) && !self.session_room() {
+            // Started when a session ends, not a round later.
+            K::log_mut(self).waiting.insert((peer, id));
             return;
         }
+        K::log_mut(self).waiting.remove(&(peer, id));
         if K::log_mut(self).catching_up.insert((peer, id)) {
             self.stats.sync_sessions.fetch_add(1, Ordering::Relaxed);
             self.note_sessions();
@@ -94,6 +97,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         let key = (peer, id);
         let Some((entries, more)) = K::page(response) else {
             K::log_mut(self).catching_up.remove(&key);
+            self.start_waiting::<K>();
             return;
         };
         // Pipelined: the next page is asked for before this one is applied (with the heads
@@ -132,6 +136,19 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 // Confirm: the same heads (and root) make the peer in sync. Without progress the
                 // next tick asks, so a peer lying about its heads cannot keep this node busy.
                 self.ask_status::<K>(peer, id);
+            }
+            self.start_waiting::<K>();
+        }
+    }
+
+    /// Starts catch-ups that waited for a session to end, while there is room (a node that
+    /// restarts behind on many contexts catches them all up at the pace of the sessions,
+    /// not `max_sessions` a round).
+    fn start_waiting<K: LogKind>(&mut self) {
+        while self.sessions_running() < self.config.max_sessions {
+            let Some(key) = K::log_mut(self).waiting.pop_first() else { return };
+            if self.swarm.is_connected(&key.0) && !K::log(self).catching_up.contains(&key) {
+                self.ask_page::<K>(key.0, key.1);
             }
         }
     }

@@ -192,6 +192,8 @@ pub(super) struct LogSync<K: LogKind> {
     pub(super) in_sync: HashMap<K::Id, BTreeSet<PeerId>>,
     /// Catch-up sessions whose last page made no progress (not pipelined further).
     pub(super) stalled: HashSet<(PeerId, K::Id)>,
+    /// Catch-ups found needed while `max_sessions` ran, started as sessions end.
+    pub(super) waiting: BTreeSet<(PeerId, K::Id)>,
     /// The kind's own.
     pub(super) kind: K::State,
 }
@@ -204,6 +206,7 @@ impl<K: LogKind> Default for LogSync<K> {
             catching_up: HashSet::new(),
             in_sync: HashMap::new(),
             stalled: HashSet::new(),
+            waiting: BTreeSet::new(),
             kind: K::State::default(),
         }
     }
@@ -233,6 +236,7 @@ impl<K: LogKind> LogSync<K> {
         }
         self.in_sync.remove(&id);
         self.catching_up.retain(|(_, i)| *i != id);
+        self.waiting.retain(|(_, i)| *i != id);
     }
 
     /// Forgets a disconnected peer.
@@ -242,6 +246,7 @@ impl<K: LogKind> LogSync<K> {
         }
         self.stalled.retain(|(p, _)| *p != peer);
         self.catching_up.retain(|(p, _)| *p != peer);
+        self.waiting.retain(|(p, _)| *p != peer);
     }
 }
 
