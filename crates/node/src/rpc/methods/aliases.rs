@@ -63,6 +63,11 @@ impl IdFields {
 /// nothing to replace, parse `params` as they are). See the module docs for the rule.
 pub fn resolve_aliases<B: Backend>(service: &NodeService<B>, params: &Params<'_>) -> RpcResult<Option<String>> {
     let Some(raw) = params.as_str() else { return Ok(None) };
+    // Only an object has named params (serde would read an array's items as the fields in
+    // order); anything else is the method's own parse's to refuse.
+    if !raw.trim_start().starts_with('{') {
+        return Ok(None);
+    }
     // Not an object, or a field of the wrong type: the method's own parse says so.
     let Ok(fields) = serde_json::from_str::<IdFields>(raw) else { return Ok(None) };
     let mut resolved = Vec::new();
