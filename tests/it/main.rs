@@ -8,6 +8,7 @@ mod common;
 mod netns;
 
 mod a_dead_task_stops_weftd;
+mod aliases_local;
 mod apps_limits_upgrades_restart;
 mod apps_run_in_contexts;
 mod apps_upgrade_targets_travel;

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use weft_node::rpc::types::{Encoding, ListParams};
 
+use super::aliases::AliasCmd;
 use super::blobs::{AppCmd, BlobCmd};
 use super::contexts::ContextCmd;
-use super::groups::{AliasCmd, GroupCmd, NamespaceCmd};
+use super::groups::{GroupCmd, NamespaceCmd};
 use super::node::NodeCmd;
 use super::state::{DeltaCmd, PrivateCmd, StateCmd};
 use super::subscriptions::SyncCmd;
@@ -17,7 +18,9 @@ use super::subscriptions::SyncCmd;
 ///
 /// Reads the admin token from the node's home directory (--home, else $WEFT_HOME, else
 /// ~/.weft) and finds the node's address there too (its file rpc-addr, written by the running
-/// weftd, else config.toml). Keys and values are UTF-8 text unless --base64 is given.
+/// weftd, else config.toml). Keys and values are UTF-8 text unless --base64 is given. Every
+/// argument that takes a context, application or identity id also takes a node-local alias
+/// (`weft alias set context chat <id>`, then `weft state get chat greeting`).
 #[derive(Parser, Debug)]
 #[command(name = "weft", version, propagate_version = true)]
 pub struct Cli {
@@ -53,7 +56,8 @@ pub enum Command {
     /// Groups: members, roles, capabilities, subgroups and upgrades.
     #[command(subcommand)]
     Group(GroupCmd),
-    /// Human-readable names for groups, contexts and members.
+    /// Names for ids: this node's for contexts, applications and identities; a group's
+    /// (replicated) for groups, contexts and members.
     #[command(subcommand)]
     Alias(AliasCmd),
     /// Contexts: replicated key-value states shared by a group's members.

@@ -61,6 +61,11 @@ pub enum AppCmd {
         /// The application id.
         application_id: String,
     },
+    /// Print an installed application's record (app_get).
+    Get {
+        /// The application id (or a local alias).
+        application_id: String,
+    },
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -112,6 +117,20 @@ pub async fn app(client: &Client, json_out: bool, cmd: AppCmd) -> Result<(), Cli
         AppCmd::Uninstall { application_id } => {
             let r = client.ask(api.app_uninstall(ApplicationParams { application_id })).await?;
             print(json_out, &r, |_| String::new());
+        }
+        AppCmd::Get { application_id } => {
+            let r = client.ask(api.app_get(ApplicationParams { application_id })).await?;
+            print(json_out, &r, |a| {
+                format!(
+                    "application  {}\nname         {}\nversion      {}\nsize         {} bytes\nbytecode     {}\ncompiled     {}",
+                    a.application_id,
+                    a.name,
+                    a.version,
+                    a.size,
+                    a.bytecode_blob_id,
+                    a.compiled.as_deref().unwrap_or("none")
+                )
+            });
         }
         AppCmd::List(page) => {
             let mut cursor = page.start_after.clone();

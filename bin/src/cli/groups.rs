@@ -1,11 +1,11 @@
-//! `weft namespace`, `weft group` and `weft alias`: governance of namespaces and groups.
+//! `weft namespace` and `weft group`: governance of namespaces and groups (`weft alias` is in
+//! `aliases.rs`).
 
 use clap::Subcommand;
 use weft_node::rpc::api::WeftApiClient as _;
 use weft_node::rpc::types::{
-    AliasResolveParams, AliasSetParams, ContextCapabilitiesParams, DefaultCapabilitiesParams, GroupCreateParams,
-    GroupMembersParams, GroupParams, GroupUpgradeParams, MemberCapabilitiesParams, MemberParams, MemberRoleParams,
-    NamespaceCreateParams, Scope, SignedOp, UpgradeState,
+    ContextCapabilitiesParams, DefaultCapabilitiesParams, GroupCreateParams, GroupMembersParams, GroupParams, GroupUpgradeParams,
+    MemberCapabilitiesParams, MemberParams, MemberRoleParams, NamespaceCreateParams, SignedOp, UpgradeState,
 };
 
 use super::client::{CliError, Client};
@@ -143,78 +143,12 @@ pub enum GroupCmd {
     },
 }
 
-/// What an alias names.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-pub enum ScopeArg {
-    /// A group.
-    Group,
-    /// A context.
-    Context,
-    /// A member.
-    Member,
-}
-
-impl From<ScopeArg> for Scope {
-    fn from(scope: ScopeArg) -> Scope {
-        match scope {
-            ScopeArg::Group => Scope::Group,
-            ScopeArg::Context => Scope::Context,
-            ScopeArg::Member => Scope::Member,
-        }
-    }
-}
-
-/// `weft alias`
-#[derive(Subcommand, Debug)]
-pub enum AliasCmd {
-    /// Name a group, context or member; an empty alias clears it (alias_set).
-    Set {
-        /// What ID is.
-        scope: ScopeArg,
-        /// The group, context or member identity.
-        id: String,
-        /// The alias.
-        alias: String,
-        /// The group the alias lives in (required for a member; a context's own by default).
-        #[arg(long, value_name = "ID")]
-        group: Option<String>,
-    },
-    /// Print the id an alias names (alias_resolve).
-    Resolve {
-        /// What the alias names.
-        scope: ScopeArg,
-        /// The alias.
-        alias: String,
-        /// The group to look in (required for a member).
-        #[arg(long, value_name = "ID")]
-        group: Option<String>,
-    },
-}
-
 /// Runs a `weft namespace` command.
 pub async fn namespace(client: &Client, json_out: bool, cmd: NamespaceCmd) -> Result<(), CliError> {
     match cmd {
         NamespaceCmd::Create { alias } => {
             let r = client.ask(client.api().namespace_create(NamespaceCreateParams { alias })).await?;
             print(json_out, &r, |r| r.namespace_id.clone());
-        }
-    }
-    Ok(())
-}
-
-/// Runs a `weft alias` command.
-pub async fn alias(client: &Client, json_out: bool, cmd: AliasCmd) -> Result<(), CliError> {
-    let api = client.api();
-    match cmd {
-        AliasCmd::Set { scope, id, alias, group } => {
-            let params = AliasSetParams { scope: scope.into(), id, group_id: group, alias };
-            let r = client.ask(api.alias_set(params)).await?;
-            print(json_out, &r, |_| String::new());
-        }
-        AliasCmd::Resolve { scope, alias, group } => {
-            let params = AliasResolveParams { scope: scope.into(), alias, group_id: group };
-            let r = client.ask(api.alias_resolve(params)).await?;
-            print(json_out, &r, |r| r.id.clone());
         }
     }
     Ok(())

@@ -10,6 +10,7 @@
 //! line, [`client`] the connection and its errors, [`output`] the printing, and one module
 //! per command area builds each call's params and prints its result.
 
+pub mod aliases;
 pub mod args;
 pub mod blobs;
 pub mod client;
@@ -47,7 +48,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::App(cmd) => blobs::app(&client, json_out, cmd).await?,
         Command::Namespace(cmd) => groups::namespace(&client, json_out, cmd).await?,
         Command::Group(cmd) => groups::group(&client, json_out, cmd).await?,
-        Command::Alias(cmd) => groups::alias(&client, json_out, cmd).await?,
+        Command::Alias(cmd) => aliases::alias(&client, json_out, cmd).await?,
         Command::Context(cmd) => contexts::run(&client, json_out, cmd).await?,
         Command::Sync(cmd) => subscriptions::sync(&client, json_out, cmd).await?,
         Command::State(cmd) => return state::state(&client, json_out, cmd).await,

@@ -88,9 +88,11 @@ params! {
     AliasSetParams => |p: AliasSetParams| {
         id::<Hash>(&p.id);
         optional(p.group_id.as_deref(), id::<GroupId>);
+        local_alias(&p.alias);
     },
     AliasResolveParams => |p: AliasResolveParams| {
         optional(p.group_id.as_deref(), id::<GroupId>);
+        local_alias(&p.alias);
     },
     ContextCreateParams => |p: ContextCreateParams| {
         optional(p.group_id.as_deref(), id::<GroupId>);
@@ -152,6 +154,14 @@ params! {
     },
     ApplicationParams => |p: ApplicationParams| id::<ApplicationId>(&p.application_id),
     BlobIdParams => |p: BlobIdParams| id::<BlobId>(&p.blob_id),
+    AliasListParams => |p: AliasListParams| {
+        let limit = weft_node::rpc::wire::clamp_list_limit(p.limit);
+        assert!((1..=1000).contains(&limit), "limit {:?} clamps to {limit}", p.limit);
+    },
+    AliasRemoveParams => |p: AliasRemoveParams| {
+        optional(p.group_id.as_deref(), id::<GroupId>);
+        local_alias(&p.alias);
+    },
 }
 
 /// The params type named `name` and its selector.
@@ -192,6 +202,15 @@ where
 {
     if let Ok(value) = parse_id::<T>("id", text) {
         assert_eq!(value.to_string(), text.to_ascii_lowercase(), "an id prints otherwise than it parsed");
+    }
+}
+
+/// An alias field: the alias rule never takes a string that parses as an id (an id param
+/// holding it would be read as the id).
+fn local_alias(text: &str) {
+    if weft_node::service::check_alias(text).is_ok() {
+        assert!(!weft_node::service::is_id(text), "{text:?} is both an alias and an id");
+        assert!(!text.is_empty() && text.len() <= weft_node::service::MAX_ALIAS_LEN);
     }
 }
 

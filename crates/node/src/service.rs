@@ -24,13 +24,15 @@
 //! (blobs and applications), `apps` (application calls, their events, compiled artifacts
 //! and migrations), `contexts` (creating, listing and describing contexts),
 //! `state` (writes, reads and scans of a context's state), `groups` (namespaces, groups,
-//! members, aliases), [`invitation`] (the invitation format, `context_invite`,
+//! members, aliases), `aliases` (node-local aliases in the Alias column; listing and
+//! removing the replicated ones), [`invitation`] (the invitation format, `context_invite`,
 //! `context_join`), `fetch` (blobs and bytecode fetched from peers) and `network` (starting
 //! the swarm, turning its events into context events, peers, dialing). Methods that talk to the network block the calling thread
 //! briefly (they hand a command to the network task and wait for its answer;
 //! `context_join` waits for governance and catch-up): call them from a blocking thread, as
 //! the RPC server does.
 
+mod aliases;
 mod apps;
 mod blobs;
 mod contexts;
@@ -59,6 +61,7 @@ use crate::metrics::NodeMetrics;
 use crate::net::Network;
 use crate::tasks::Tasks;
 
+pub use aliases::{check_alias, is_id, scope_rank, GroupAliasEntry, LocalAlias, LocalScope, MAX_ALIAS_LEN};
 pub use apps::{CallOutcome, RESERVED_EVENT_PREFIX};
 pub use blobs::{application_id_of, MAX_APP_LABEL};
 pub use contexts::{ContextSummary, CreatedContext};

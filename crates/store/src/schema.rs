@@ -96,15 +96,24 @@ fn drop_trie_rows<B: Backend>(store: &Store<B, Column>) -> Result<()> {
     store.write(batch)
 }
 
-/// The kinds of alias in the Alias column (the `kind` segment of [`AliasKey`]).
+/// The kinds of node-local alias in the Alias column (the `kind` segment of [`AliasKey`]).
+///
+/// The Alias column holds only node-local aliases (never replicated): names this node's
+/// operator gives its contexts, applications and identities. The replicated aliases of a
+/// group live in the Group column (0x2D–0x2F).
 pub mod alias_kind {
-    /// A group's alias, scoped by its namespace.
-    pub const GROUP: u8 = 1;
-    /// A context's alias, scoped by its group.
-    pub const CONTEXT: u8 = 2;
-    /// A member's alias, scoped by its group.
-    pub const MEMBER: u8 = 3;
+    /// A context's alias.
+    pub const CONTEXT: u8 = 1;
+    /// An application's alias.
+    pub const APPLICATION: u8 = 2;
+    /// An identity's (a public key's) alias.
+    pub const IDENTITY: u8 = 3;
 }
+
+/// The `scope` segment of every node-local alias: 32 zero bytes (node-wide). The segment
+/// stays in the layout (seed 002's `kind ‖ scope ‖ name`) so that a scoped kind (an identity
+/// named within one context, say) needs no new layout.
+pub const LOCAL_ALIAS_SCOPE: [u8; 32] = [0; 32];
 
 keys! {
     columns Column;
@@ -126,7 +135,8 @@ keys! {
     pub struct BlobKey in Blobs { blob_id: BlobId } => Raw;
     /// An installed application.
     pub struct ApplicationKey in Application { application_id: ApplicationId } => B<ApplicationMeta>;
-    /// An alias: kind, the scope it is unique in, the name → the 32-byte id it names.
+    /// A node-local alias: kind ([`alias_kind`]), the scope it is unique in
+    /// ([`LOCAL_ALIAS_SCOPE`]), the name → the 32-byte id it names.
     pub struct AliasKey in Alias { kind: u8, scope: [u8; 32] ; name: Text } => B<[u8; 32]>;
     // Generic column: uncategorized data, the state engine's bookkeeping (0x01–0x06, 0x08),
     // the contexts this node left (0x07), blobs being fetched (0x09–0x0A) and known peers (0x0B).

@@ -280,11 +280,12 @@ impl Corpus {
                     id: member.clone(),
                     group_id: Some(group.clone()),
                     alias: "bee".into(),
+                    local: None,
                 }),
             ),
             (
                 "AliasResolveParams",
-                json(&AliasResolveParams { scope: Scope::Context, alias: "notes".into(), group_id: None }),
+                json(&AliasResolveParams { scope: Scope::Context, alias: "notes".into(), group_id: None, local: None }),
             ),
             (
                 "ContextCreateParams",

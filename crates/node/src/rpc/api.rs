@@ -96,13 +96,26 @@ pub trait WeftApi {
     #[method(name = "group_upgrade_status", blocking)]
     fn group_upgrade_status(&self, params: GroupParams) -> RpcResult<UpgradeStatus>;
 
-    /// Names a group, context or member; an empty alias clears it.
+    /// Names a group, context or member (an empty alias clears it); with `local`, names a
+    /// context, application or identity on this node only.
     #[method(name = "alias_set", blocking)]
     fn alias_set(&self, params: AliasSetParams) -> RpcResult<Empty>;
 
     /// The id an alias names.
     #[method(name = "alias_resolve", blocking)]
     fn alias_resolve(&self, params: AliasResolveParams) -> RpcResult<ResolvedAlias>;
+
+    /// A page of the node-local aliases, or of the replicated ones of every group held here.
+    #[method(name = "alias_list", blocking)]
+    fn alias_list(&self, params: AliasListParams) -> RpcResult<AliasList>;
+
+    /// Removes a node-local alias, or clears a replicated one (a governance op).
+    #[method(name = "alias_remove", blocking)]
+    fn alias_remove(&self, params: AliasRemoveParams) -> RpcResult<AliasRemoved>;
+
+    /// One installed application's record.
+    #[method(name = "app_get", blocking)]
+    fn app_get(&self, params: ApplicationParams) -> RpcResult<AppInfo>;
 
     /// Creates a context, in a group or (without one) in a new namespace.
     #[method(name = "context_create", blocking)]

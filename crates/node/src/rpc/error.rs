@@ -8,7 +8,7 @@
 //! | code | name | meaning |
 //! |---|---|---|
 //! | -32601 | method not found | no such method |
-//! | -32602 | invalid params | malformed or out-of-range input: not an object, unknown field, wrong type, invalid hex, base64 or multiaddr, unknown role, oversized key, value, delta or blob, empty key, non-UTF-8 data under `"encoding": "utf8"`; `reason: "invalid_invitation"` for a string that is not a valid invitation (not the format, or not signed by its inviter) |
+//! | -32602 | invalid params | malformed or out-of-range input: not an object, unknown field, wrong type, invalid hex, base64 or multiaddr, unknown role, oversized key, value, delta or blob, empty key, non-UTF-8 data under `"encoding": "utf8"`; `reason: "unknown_alias"` for an id param holding neither an id nor a node-local alias of its scope (`field` the param); `reason: "invalid_invitation"` for a string that is not a valid invitation (not the format, or not signed by its inviter) |
 //! | -32603 | internal error | the node failed (storage I/O); never caused by input |
 //! | -32001 | not found | unknown context, blob, application, delta, namespace, group, member or alias; `reason: "unknown_invitation"` when the inviter's governance never made this node a member |
 //! | -32002 | not a member | this node (or the identity named) is not a member of the namespace or group |
@@ -114,6 +114,20 @@ pub fn invalid_params(field: &str, message: impl Into<String>) -> ErrorObjectOwn
     let message = message.into();
     let full = if field.is_empty() { message } else { format!("{field}: {message}") };
     error(codes::INVALID_PARAMS, full, Some(ErrorData::field("invalid_params", field)))
+}
+
+/// -32602 `reason: "unknown_alias"`: the id param `field` holds `alias`, which is not an id
+/// and names no node-local alias of `scope` on this node.
+pub fn unknown_alias(field: &str, scope: &str, alias: &str) -> ErrorObjectOwned {
+    error(
+        codes::INVALID_PARAMS,
+        format!("{field}: {alias:?} is neither an id (64 hex characters) nor a local {scope} alias on this node"),
+        Some(ErrorData {
+            what: Some(format!("{scope} alias")),
+            id: Some(alias.to_string()),
+            ..ErrorData::field("unknown_alias", field)
+        }),
+    )
 }
 
 /// -32005: the store is not open yet.
@@ -306,6 +320,11 @@ mod tests {
         for (e, code) in cases {
             assert_eq!(from_service(e, &limits).code(), code);
         }
+        let unknown = unknown_alias("context_id", "context", "chat");
+        assert_eq!(unknown.code(), codes::INVALID_PARAMS);
+        let data: ErrorData =
+            serde_json::from_str(unknown.data().map(|d| d.get()).unwrap_or("null")).unwrap_or_default();
+        assert_eq!((data.reason.as_str(), data.field.as_deref()), ("unknown_alias", Some("context_id")));
         let oversized = from_service(ServiceError::InvalidDelta(InvalidDelta::Oversized("value")), &limits);
         assert!(oversized.message().contains(&limits.max_value_len.to_string()), "{}", oversized.message());
     }

@@ -29,8 +29,9 @@ use super::subscriptions::{self, forward_events};
 use super::types::*;
 use super::wire::{self, encode_action, parse_id, parse_params, parse_role};
 use super::Shared;
-use crate::service::{AliasScope, NodeService, ServiceError};
+use crate::service::{NodeService, ServiceError};
 
+mod aliases;
 mod lifecycle;
 
 /// The API as the node serves it.
@@ -111,6 +112,10 @@ pub fn module<B: Backend>(shared: Arc<Shared<B>>) -> Result<RpcModule<Api<B>>, j
     method(&mut m, "group_upgrade_status", Api::group_upgrade_status)?;
     method(&mut m, "alias_set", Api::alias_set)?;
     method(&mut m, "alias_resolve", Api::alias_resolve)?;
+    // Aliases (issue 26 item 3): `aliases.rs`.
+    method(&mut m, "alias_list", Api::alias_list)?;
+    method(&mut m, "alias_remove", Api::alias_remove)?;
+    method(&mut m, "app_get", Api::app_get)?;
     method(&mut m, "context_create", Api::context_create)?;
     method(&mut m, "context_invite", Api::context_invite)?;
     method(&mut m, "context_join", Api::context_join)?;
@@ -159,10 +164,14 @@ impl<B: Backend> Api<B> {
     }
 
     /// A call's params, once the service is ready (a starting node says so whatever it is
-    /// asked).
+    /// asked), with every node-local alias in an id param replaced by its id
+    /// ([`aliases::resolve_aliases`], the one place that does it).
     fn ready_params<P: DeserializeOwned>(&self, params: &Params<'_>) -> RpcResult<P> {
-        self.service()?;
-        parse_params(params)
+        let service = self.service()?;
+        match aliases::resolve_aliases(&service, params)? {
+            Some(resolved) => parse_params(&Params::new(Some(resolved.as_str()))),
+            None => parse_params(params),
+        }
     }
 }
 
@@ -196,14 +205,6 @@ fn sorted<T: ToString>(items: impl IntoIterator<Item = T>) -> Vec<String> {
     let mut list = strings(items);
     list.sort();
     list
-}
-
-fn scope(scope: Scope) -> AliasScope {
-    match scope {
-        Scope::Group => AliasScope::Group,
-        Scope::Context => AliasScope::Context,
-        Scope::Member => AliasScope::Member,
-    }
 }
 
 fn signed<B: Backend>(service: &NodeService<B>, result: Result<OpId, ServiceError>) -> RpcResult<SignedOp> {
@@ -402,19 +403,25 @@ impl<B: Backend> WeftApiServer for Api<B> {
         })
     }
 
+    // Aliases (issue 26 item 3): each body is in `aliases.rs`.
     fn alias_set(&self, p: AliasSetParams) -> RpcResult<Empty> {
-        let service = self.service()?;
-        let id = parse_id::<weft_primitives::Hash>("id", &p.id)?;
-        let group = optional(p.group_id.as_deref(), |g| group_id("group_id", g))?;
-        service.alias_set(scope(p.scope), *id.as_bytes(), group, &p.alias).map_err(svc_err(&service))?;
-        Ok(Empty {})
+        aliases::alias_set(self, p)
     }
 
     fn alias_resolve(&self, p: AliasResolveParams) -> RpcResult<ResolvedAlias> {
-        let service = self.service()?;
-        let group = optional(p.group_id.as_deref(), |g| group_id("group_id", g))?;
-        let id = service.alias_resolve(scope(p.scope), &p.alias, group).map_err(svc_err(&service))?;
-        Ok(ResolvedAlias { id: hex::encode(id) })
+        aliases::alias_resolve(self, p)
+    }
+
+    fn alias_list(&self, p: AliasListParams) -> RpcResult<AliasList> {
+        aliases::alias_list(self, p)
+    }
+
+    fn alias_remove(&self, p: AliasRemoveParams) -> RpcResult<AliasRemoved> {
+        aliases::alias_remove(self, p)
+    }
+
+    fn app_get(&self, p: ApplicationParams) -> RpcResult<AppInfo> {
+        aliases::app_get(self, p)
     }
 
     fn context_create(&self, p: ContextCreateParams) -> RpcResult<CreatedContext> {

@@ -118,6 +118,11 @@ pub const MAX_LIST_LIMIT: u32 = 1000;
 /// Items on such a page when the call passes no limit.
 pub const DEFAULT_LIST_LIMIT: u32 = 100;
 
+/// A list's `limit` (`alias_list`'s too), defaulted and clamped as [`ListParams`]'.
+pub fn clamp_list_limit(limit: Option<u32>) -> usize {
+    clamp(limit, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
+}
+
 impl ListParams {
     /// The limit, defaulted and clamped.
     pub fn clamped_limit(&self) -> usize {

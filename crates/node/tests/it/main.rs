@@ -7,6 +7,7 @@ mod common;
 mod governance_support;
 mod net_support;
 
+mod aliases_any_order;
 mod apps_migration_arrival_order;
 mod apps_read_the_store;
 mod background_checkpoints;

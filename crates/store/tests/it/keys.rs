@@ -298,3 +298,43 @@ fn golden_context_config_and_identity_rows() {
     assert_eq!(members, vec![1, 2, 3]);
     assert_eq!(store.get(&config).unwrap(), Some(revisions));
 }
+
+/// Golden bytes of a node-local alias (the Alias column, seed 002's `name → id`): key
+/// `kind (1) ‖ scope (32) ‖ name` — the kind 1 context, 2 application, 3 identity; the scope
+/// 32 zero bytes (node-wide); the name as a `Text` segment (UTF-8, each `0x00` escaped as
+/// `00 ff`, terminated by `00 01`) — → the Borsh `[u8; 32]` id, its 32 bytes as they are. One
+/// kind's aliases are one prefix scan, in name order, apart from another kind's. Changing
+/// either needs a migration.
+#[test]
+fn golden_local_alias_row() {
+    use weft_store::schema::{alias_kind, AliasKey, LOCAL_ALIAS_SCOPE};
+    use weft_store::Text;
+    assert_eq!((alias_kind::CONTEXT, alias_kind::APPLICATION, alias_kind::IDENTITY), (1, 2, 3));
+    assert_eq!(LOCAL_ALIAS_SCOPE, [0; 32]);
+    let key = |kind, name: &str| AliasKey { kind, scope: LOCAL_ALIAS_SCOPE, name: Text(name.into()) };
+    let chat = key(alias_kind::CONTEXT, "chat");
+    assert_eq!(AliasKey::COLUMN, Column::Alias);
+    assert_eq!(AliasKey::COLUMN.name(), "alias");
+    assert_eq!(hex(&chat.to_key_bytes()), format!("01{}636861740001", "00".repeat(32)));
+    assert_eq!(AliasKey::from_key_bytes(&chat.to_key_bytes()).unwrap(), chat);
+    let odd = key(alias_kind::IDENTITY, "a\0é");
+    assert_eq!(hex(&odd.to_key_bytes()), format!("03{}6100ffc3a90001", "00".repeat(32)));
+    assert_eq!(AliasKey::from_key_bytes(&odd.to_key_bytes()).unwrap(), odd);
+    let mut scratch = Vec::new();
+    let id = [0xc1; 32];
+    let value = <AliasKey as AsKeyParts>::Codec::encode(&id, &mut scratch);
+    assert_eq!(hex(value), "c1".repeat(32));
+    assert_eq!(<AliasKey as AsKeyParts>::Codec::decode(value).unwrap(), id);
+    assert!(<AliasKey as AsKeyParts>::Codec::decode(&value[..31]).is_err());
+
+    // A kind's aliases are one prefix scan in name order ("a" < "a b" < "ab"), apart from
+    // another kind's.
+    let store = Store::<_, Column>::open(MemoryBackend::new::<Column>()).unwrap();
+    for (i, name) in ["ab", "a", "a b"].into_iter().enumerate() {
+        store.put(&key(alias_kind::CONTEXT, name), &[i as u8; 32]).unwrap();
+        store.put(&key(alias_kind::APPLICATION, name), &[9; 32]).unwrap();
+    }
+    let rows = store.scan(AliasKey::prefix((&alias_kind::CONTEXT, &LOCAL_ALIAS_SCOPE))).collect_all().unwrap();
+    let names: Vec<(String, u8)> = rows.iter().map(|(k, v)| (k.name.0.clone(), v[0])).collect();
+    assert_eq!(names, vec![("a".into(), 1), ("a b".into(), 2), ("ab".into(), 0)]);
+}

@@ -240,7 +240,8 @@ pub enum UpgradeState {
     Completed,
 }
 
-/// What an alias names.
+/// What an alias names: `group`, `context` or `member` for the replicated aliases of a
+/// group; `context`, `application` or `identity` for node-local ones (`local: true`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -251,6 +252,10 @@ pub enum Scope {
     Context,
     /// A member.
     Member,
+    /// An application (node-local aliases only).
+    Application,
+    /// An identity (node-local aliases only).
+    Identity,
 }
 
 /// `alias_set`'s params.
@@ -264,8 +269,11 @@ pub struct AliasSetParams {
     /// The group the alias lives in (required for members; a context's own group by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_id: Option<String>,
-    /// The alias; empty clears it.
+    /// The alias; empty clears a replicated one.
     pub alias: String,
+    /// A node-local alias (the Alias column, never replicated) rather than a group's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<bool>,
 }
 
 /// `alias_resolve`'s params.
@@ -279,6 +287,9 @@ pub struct AliasResolveParams {
     /// The group to look in (required for members).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_id: Option<String>,
+    /// A node-local alias (the Alias column) rather than a group's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<bool>,
 }
 
 /// `alias_resolve`'s result.

@@ -6,6 +6,7 @@
 //! Ids are 64 lowercase hex characters, carried as strings: the server parses them and names
 //! the field in its error. Results that hold nothing are `{}` ([`Empty`]).
 
+mod aliases;
 mod apps;
 mod contexts;
 mod events;
@@ -16,6 +17,7 @@ mod state;
 
 use serde::{Deserialize, Serialize};
 
+pub use aliases::*;
 pub use apps::*;
 pub use contexts::*;
 pub use events::*;
