@@ -507,6 +507,8 @@ impl NodeConfig {
             max_connections_per_ip: self.p2p.max_connections_per_ip,
             max_pending_incoming: self.p2p.max_pending_incoming,
             max_pending_outgoing: self.p2p.max_pending_outgoing,
+            // A context in no group is this node's alone (see `net/admission.rs`).
+            share_single_owner: false,
             ..NetConfig::default()
         }
     }
@@ -835,6 +837,7 @@ mod tests {
             NetConfig {
                 listen: config.p2p.listen.clone(),
                 bootstrap: config.p2p.bootstrap.clone(),
+                share_single_owner: false,
                 ..NetConfig::default()
             }
         );
