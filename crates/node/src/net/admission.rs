@@ -31,9 +31,11 @@
 //! invitation) and none of its ops yet. The invitation names the inviter's identity, which the
 //! join records ([`Network::join_namespace_invited`](super::Network::join_namespace_invited));
 //! until this node is a participant in its own fold, the namespace (and its groups) are named
-//! to peers bound to that identity, besides those the fold admits — so a stranger binding an
-//! identity of its own during the join is told nothing, and a partial fold (the first pages of
-//! ops) does not stop the catch-up from the inviter. Once this node is a participant the record
+//! to peers bound to that identity, and to peers that named the namespace to this node in a
+//! request of their own (they know the id: a member that asks the joiner's status, so a join
+//! goes on through another member when the inviter is gone), besides those the fold admits —
+//! so a stranger binding an identity of its own during the join is told nothing, and a partial
+//! fold (the first pages of ops) does not stop the catch-up from the inviter. Once this node is a participant the record
 //! is dropped (each anti-entropy round) and the fold alone decides. A namespace held no op of
 //! and joined without naming an inviter (the library's [`Network::join_namespace`](super::Network::join_namespace);
 //! `weftd` always names one) is named to any peer bound to some identity.
@@ -76,6 +78,10 @@ pub(super) struct Admission {
     /// The inviter's identity of each namespace this node is joining (not a participant in
     /// its fold yet): peers bound to it may be asked about the namespace meanwhile.
     inviters: HashMap<NamespaceId, PublicKey>,
+    /// Peers that named a namespace this node is joining in a request of their own (they know
+    /// its id): they may be asked about it too, so a join goes on through another member
+    /// when the inviter is gone.
+    named_by: HashMap<NamespaceId, HashSet<PeerId>>,
 }
 
 impl Admission {
@@ -84,6 +90,9 @@ impl Admission {
         self.bound.remove(peer);
         self.sent.remove(peer);
         self.binding.remove(peer);
+        for peers in self.named_by.values_mut() {
+            peers.remove(peer);
+        }
     }
 
     /// Whether binds to `peer` are in flight.
@@ -109,6 +118,24 @@ impl Admission {
     /// Whether `bound` holds the recorded inviter of a namespace this node is joining.
     fn bound_to_inviter(&self, namespace_id: &NamespaceId, bound: &BTreeSet<PublicKey>) -> bool {
         self.inviters.get(namespace_id).is_some_and(|inviter| bound.contains(inviter))
+    }
+
+    /// Whether `peer` named the namespace (being joined) in a request of its own.
+    fn named_by(&self, namespace_id: &NamespaceId, peer: &PeerId) -> bool {
+        self.named_by.get(namespace_id).is_some_and(|peers| peers.contains(peer))
+    }
+
+    /// Notes that `peer` named a namespace in `request`, if this node is joining it.
+    pub(super) fn note_named(&mut self, peer: PeerId, request: &SyncRequest) {
+        let (SyncRequest::NamespaceStatus { namespace_id }
+        | SyncRequest::Ops { namespace_id, .. }
+        | SyncRequest::NamespaceKey { namespace_id, .. }) = request
+        else {
+            return;
+        };
+        if self.inviters.contains_key(namespace_id) {
+            self.named_by.entry(*namespace_id).or_default().insert(peer);
+        }
     }
 
     /// Whether a namespace this node is joining was joined naming an inviter.
@@ -255,14 +282,14 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             SyncRequest::Bind { .. } => true,
             SyncRequest::NamespaceStatus { namespace_id }
             | SyncRequest::Ops { namespace_id, .. }
-            | SyncRequest::NamespaceKey { namespace_id, .. } => self.may_name_namespace(namespace_id, bound),
+            | SyncRequest::NamespaceKey { namespace_id, .. } => self.may_name_namespace(peer, namespace_id, bound),
             SyncRequest::GroupKey { group_id, .. } => match governance.namespace_of(group_id) {
                 Ok(namespace_id) if self.holds_namespace(&namespace_id) => {
                     !bound.is_empty()
                         && (self.admission.bound_to_inviter(&namespace_id, bound)
                             || governance.any_member(group_id, bound).unwrap_or(false))
                 }
-                Ok(namespace_id) => self.may_name_namespace(&namespace_id, bound),
+                Ok(namespace_id) => self.may_name_namespace(peer, &namespace_id, bound),
                 // A group unknown here is never asked about (`ask_key` needs its namespace).
                 Err(_) => false,
             },
@@ -285,12 +312,13 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// Whether a namespace may be named to a peer bound to `bound`: a participant in this
     /// node's fold; while joining by invitation, also the inviter; a namespace held no op of
     /// and joined naming no inviter, any bound peer.
-    fn may_name_namespace(&self, namespace_id: &NamespaceId, bound: &BTreeSet<PublicKey>) -> bool {
+    fn may_name_namespace(&self, peer: &PeerId, namespace_id: &NamespaceId, bound: &BTreeSet<PublicKey>) -> bool {
         let Some(governance) = &self.governance else { return false };
         if bound.is_empty() {
             return false;
         }
-        if self.admission.bound_to_inviter(namespace_id, bound) {
+        // The inviter, and a peer that named the namespace itself (it knows the id).
+        if self.admission.bound_to_inviter(namespace_id, bound) || self.admission.named_by(namespace_id, peer) {
             return true;
         }
         if self.holds_namespace(namespace_id) {
@@ -312,6 +340,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             let Ok(identity) = governance.identity(namespace_id) else { return true };
             !governance.any_participant(namespace_id, [&identity.public_key()]).unwrap_or(false)
         });
+        let Admission { inviters, named_by, .. } = &mut self.admission;
+        named_by.retain(|namespace_id, _| inviters.contains_key(namespace_id));
     }
 
     /// Ends as failed the requests withheld since the last round (each anti-entropy round):

@@ -243,7 +243,8 @@ impl Network {
     /// Starts replicating a namespace this node joins by invitation from `inviter` (the
     /// inviter's identity in it, as the invitation names it): until this node is a participant
     /// in its own fold, the namespace and its groups are named only to peers bound to the
-    /// inviter or to a participant of what it holds of the fold (see `admission.rs`), so a
+    /// inviter, to a participant of what it holds of the fold, or to a peer that named the
+    /// namespace to it first (see `admission.rs`), so a
     /// stranger binding an identity of its own during the join learns nothing of it.
     pub async fn join_namespace_invited(&self, namespace_id: NamespaceId, inviter: PublicKey) -> Result<(), NetError> {
         self.send(Command::JoinNamespace(namespace_id, Some(inviter))).await
