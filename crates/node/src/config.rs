@@ -314,6 +314,11 @@ pub struct LimitsConfig {
     pub max_delta_bytes: u32,
     /// Most deltas a context may hold waiting for their parents.
     pub max_pending: u64,
+    /// Most of those one author may hold in a context (a node-local bound).
+    pub max_pending_per_author: u32,
+    /// How long a delta may wait for its parents, in milliseconds; one that waited longer is
+    /// dropped by a periodic sweep (a catch-up brings it again). A node-local bound.
+    pub pending_ttl_ms: u64,
     /// Largest blob or application bytecode, in bytes.
     pub max_blob_bytes: u32,
 }
@@ -330,6 +335,8 @@ impl Default for LimitsConfig {
             max_value_bytes: u32_of(delta.max_value_len),
             max_delta_bytes: u32_of(delta.max_delta_bytes),
             max_pending: engine.max_pending,
+            max_pending_per_author: u32::try_from(engine.max_pending_per_author).unwrap_or(u32::MAX),
+            pending_ttl_ms: u64::try_from(engine.pending_ttl.as_millis()).unwrap_or(u64::MAX),
             max_blob_bytes: 16 << 20,
         }
     }
@@ -355,7 +362,7 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 29] = [
+        let positive: [(&'static str, u64); 31] = [
             ("p2p.max_connections", u64::from(self.p2p.max_connections)),
             ("p2p.max_connections_per_peer", u64::from(self.p2p.max_connections_per_peer)),
             ("p2p.max_connections_per_ip", u64::from(self.p2p.max_connections_per_ip)),
@@ -385,6 +392,8 @@ impl NodeConfig {
             ("limits.max_key_bytes", u64::from(self.limits.max_key_bytes)),
             ("limits.max_delta_bytes", u64::from(self.limits.max_delta_bytes)),
             ("limits.max_blob_bytes", u64::from(self.limits.max_blob_bytes)),
+            ("limits.max_pending_per_author", u64::from(self.limits.max_pending_per_author)),
+            ("limits.pending_ttl_ms", self.limits.pending_ttl_ms),
         ];
         for (key, value) in positive {
             if value == 0 {
@@ -476,6 +485,8 @@ impl NodeConfig {
                 max_delta_bytes: usize_of(self.limits.max_delta_bytes),
             },
             max_pending: self.limits.max_pending,
+            max_pending_per_author: usize_of(self.limits.max_pending_per_author),
+            pending_ttl: Duration::from_millis(self.limits.pending_ttl_ms),
             trie_cache_bytes: mib_to_bytes(self.storage.trie_cache_mb),
             checkpoint_bytes: mib_to_bytes(self.storage.trie_checkpoint_mb),
             checkpoint_keys: usize::try_from(self.storage.trie_checkpoint_keys).unwrap_or(usize::MAX),
@@ -507,6 +518,8 @@ impl NodeConfig {
             max_connections_per_ip: self.p2p.max_connections_per_ip,
             max_pending_incoming: self.p2p.max_pending_incoming,
             max_pending_outgoing: self.p2p.max_pending_outgoing,
+            // A context in no group is this node's alone (see `net/admission.rs`).
+            share_single_owner: false,
             ..NetConfig::default()
         }
     }
@@ -662,6 +675,14 @@ max_value_bytes = {max_value_bytes}
 max_delta_bytes = {max_delta_bytes}
 # Most deltas a context holds waiting for missing parents. Default 100000.
 max_pending = {max_pending}
+# Most of those one author may hold in a context, so one member cannot fill the
+# set (past it its deltas are not kept; a catch-up brings them again in order).
+# Local to this node. Default {d_max_pending_per_author}.
+max_pending_per_author = {max_pending_per_author}
+# How long a delta may wait for its missing parents, in milliseconds: one that
+# waited longer is dropped by a periodic sweep (weft_pending_deltas_expired_total)
+# and comes again by catch-up. Local to this node. Default {d_pending_ttl_ms} (10 minutes).
+pending_ttl_ms = {pending_ttl_ms}
 # Largest blob or application bytecode, in bytes. Default 16777216 (16 MiB).
 max_blob_bytes = {max_blob_bytes}
 
@@ -763,6 +784,10 @@ log_lines_per_second = {log_lines_per_second}
             max_value_bytes = self.limits.max_value_bytes,
             max_delta_bytes = self.limits.max_delta_bytes,
             max_pending = self.limits.max_pending,
+            d_max_pending_per_author = LimitsConfig::default().max_pending_per_author,
+            max_pending_per_author = self.limits.max_pending_per_author,
+            d_pending_ttl_ms = LimitsConfig::default().pending_ttl_ms,
+            pending_ttl_ms = self.limits.pending_ttl_ms,
             max_blob_bytes = self.limits.max_blob_bytes,
             d_fuel = app_defaults.fuel,
             d_wall_time_ms = app_defaults.wall_time_ms,
@@ -835,6 +860,7 @@ mod tests {
             NetConfig {
                 listen: config.p2p.listen.clone(),
                 bootstrap: config.p2p.bootstrap.clone(),
+                share_single_owner: false,
                 ..NetConfig::default()
             }
         );
@@ -946,6 +972,24 @@ mod tests {
                 other => panic!("{key}: {other}"),
             }
         }
+    }
+
+    #[test]
+    fn pending_bounds_map_to_the_engine_and_zero_is_invalid() {
+        let defaults = NodeConfig::default().engine();
+        assert_eq!(defaults.max_pending_per_author, crate::context::engine::MAX_PENDING_PER_AUTHOR);
+        assert_eq!(defaults.pending_ttl, crate::context::engine::PENDING_TTL);
+        let config = parse("[limits]\nmax_pending_per_author = 7\npending_ttl_ms = 1500\n").unwrap();
+        assert_eq!(config.engine().max_pending_per_author, 7);
+        assert_eq!(config.engine().pending_ttl, Duration::from_millis(1500));
+        for key in ["max_pending_per_author", "pending_ttl_ms"] {
+            match parse(&format!("[limits]\n{key} = 0\n")).unwrap_err() {
+                ConfigError::Invalid { key: k, .. } => assert_eq!(k, format!("limits.{key}")),
+                other => panic!("{key}: {other}"),
+            }
+        }
+        let text = config.render();
+        assert!(text.contains("max_pending_per_author = 7") && text.contains("pending_ttl_ms = 1500"), "{text}");
     }
 
     #[test]

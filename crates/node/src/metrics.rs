@@ -80,6 +80,9 @@ node_metrics! {
         "Merkle trie nodes in the state engine's memory: changed since the last checkpoint (dirty), being \
          written by a checkpoint in flight (flushing) and cached branches (cached)";
     trie_checkpoints: Counter = "trie_checkpoints", "Checkpoints that wrote a context's changed Merkle trie nodes";
+    pending_deltas_expired: Counter = "pending_deltas_expired",
+        "Deltas from peers dropped from a context's pending set for waiting for their parents past \
+         limits.pending_ttl_ms (a catch-up brings them again)";
     trie_rebuilds: Counter = "trie_rebuilds",
         "Merkle tries rebuilt from the state at recovery because the stored trie did not give the context's \
          root (a damaged store)";
@@ -177,6 +180,13 @@ impl NodeMetrics {
         self.trie_memory.get_or_create(&[("kind", "cached")]).set(gauge(stats.cached_bytes));
         self.trie_checkpoints.inc_by(stats.checkpoints.saturating_sub(self.trie_checkpoints.get()));
         self.trie_rebuilds.inc_by(stats.rebuilds.saturating_sub(self.trie_rebuilds.get()));
+    }
+
+    /// Brings `weft_pending_deltas_expired_total` up to the engine's count
+    /// ([`crate::context::ContextEngine::pending_expired`]).
+    pub fn observe_pending_expired(&self, expired: u64) {
+        let _scrape = self.scrape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.pending_deltas_expired.inc_by(expired.saturating_sub(self.pending_deltas_expired.get()));
     }
 
     /// Brings the application counters up to the runtime's (call before
@@ -352,6 +362,7 @@ mod tests {
             checkpoints: 2,
             rebuilds: 0,
         });
+        m.observe_pending_expired(4);
         let stats = StoreStats {
             columns: vec![ColumnStats { name: "state", estimate_keys: 42, ..ColumnStats::default() }],
             block_cache_usage: 7,
@@ -377,6 +388,7 @@ mod tests {
             "weft_namespace_key_requests_total{outcome=\"received\"} 1",
             "weft_sync_sessions_deferred_total 2",
             "weft_deltas_held_ahead_total 1",
+            "weft_pending_deltas_expired_total 4",
             "weft_rpc_calls_total{method=\"state_put\",outcome=\"ok\"} 1",
             "weft_rocksdb_estimate_keys{cf=\"state\"} 42",
             "weft_rocksdb_block_cache_usage_bytes 7",

@@ -4,8 +4,8 @@
 //! to a peer bound to a participant of it; a key request only for an identity the asking peer
 //! is bound to. Anything else is answered `Refused`, the same answer whether the context is
 //! unknown here or the peer is not entitled to it, so a stranger learns neither state nor
-//! which contexts exist. The exception is a single-owner context (one held here in no group,
-//! as the library's tests make): it has no members to check, and is served to any peer.
+//! which contexts exist. A single-owner context (one held here in no group) has no members to
+//! check: see below.
 //!
 //! A peer binds itself to an identity with [`SyncRequest::Bind`]: the identity's public key
 //! and its signature over [`bind_challenge`] — both peers' ids — checked against the ids of
@@ -25,15 +25,33 @@
 //! a member of it, so a stranger connected to this node is never told which logs it holds. A
 //! peer's status is asked once this node's binds to it are answered and it has bound to this
 //! node (whichever comes last). A request not sent is counted and ended as failed at the next
-//! round. A namespace this node holds no op of yet (a joiner's) is asked of any peer bound to
-//! some identity, so that joining does not wait for a fold it cannot have yet.
+//! round.
+//!
+//! A joiner has no fold to decide by: it holds an identity in the namespace (from an
+//! invitation) and none of its ops yet. The invitation names the inviter's identity, which the
+//! join records ([`Network::join_namespace_invited`](super::Network::join_namespace_invited));
+//! until this node is a participant in its own fold, the namespace (and its groups) are named
+//! to peers bound to that identity, and to peers that named the namespace to this node in a
+//! request of their own (they know the id: a member that asks the joiner's status, so a join
+//! goes on through another member when the inviter is gone), besides those the fold admits —
+//! so a stranger binding an identity of its own during the join is told nothing, and a partial
+//! fold (the first pages of ops) does not stop the catch-up from the inviter. Once this node is a participant the record
+//! is dropped (each anti-entropy round) and the fold alone decides. A namespace held no op of
+//! and joined without naming an inviter (the library's [`Network::join_namespace`](super::Network::join_namespace);
+//! `weftd` always names one) is named to any peer bound to some identity.
+//!
+//! A single-owner context (one in no group) is named to, and served to, any peer only when the
+//! network shares single-owner contexts ([`NetConfig::share_single_owner`](super::NetConfig::share_single_owner),
+//! the library's default, for nodes replicating contexts without governance); `weftd` does not,
+//! so such a context — this node's alone — is named to nobody and served to nobody.
+//!
 //! [`NetStats`](super::NetStats) counts requests refused here and `Refused` answers received.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use libp2p::PeerId;
-use weft_primitives::{ContextId, PublicKey, SecretKey, Signature};
+use weft_primitives::{ContextId, NamespaceId, PublicKey, SecretKey, Signature};
 use weft_store::schema::NamespaceIdentity;
 use weft_store::{Backend, Prefix, Read};
 
@@ -57,6 +75,13 @@ pub(super) struct Admission {
     /// Requests not sent because they named a log to a peer bound to no member of it
     /// ([`Driver::may_ask`]): ended as failed at the next anti-entropy round.
     withheld: Vec<(PeerId, Pending)>,
+    /// The inviter's identity of each namespace this node is joining (not a participant in
+    /// its fold yet): peers bound to it may be asked about the namespace meanwhile.
+    inviters: HashMap<NamespaceId, PublicKey>,
+    /// Peers that named a namespace this node is joining in a request of their own (they know
+    /// its id): they may be asked about it too, so a join goes on through another member
+    /// when the inviter is gone.
+    named_by: HashMap<NamespaceId, HashSet<PeerId>>,
 }
 
 impl Admission {
@@ -65,6 +90,9 @@ impl Admission {
         self.bound.remove(peer);
         self.sent.remove(peer);
         self.binding.remove(peer);
+        for peers in self.named_by.values_mut() {
+            peers.remove(peer);
+        }
     }
 
     /// Whether binds to `peer` are in flight.
@@ -80,6 +108,39 @@ impl Admission {
     /// The requests withheld since the last call, to end as failed.
     pub(super) fn take_withheld(&mut self) -> Vec<(PeerId, Pending)> {
         std::mem::take(&mut self.withheld)
+    }
+
+    /// Records the inviter of a namespace this node joins by invitation.
+    pub(super) fn invited(&mut self, namespace_id: NamespaceId, inviter: PublicKey) {
+        self.inviters.insert(namespace_id, inviter);
+    }
+
+    /// Whether `bound` holds the recorded inviter of a namespace this node is joining.
+    fn bound_to_inviter(&self, namespace_id: &NamespaceId, bound: &BTreeSet<PublicKey>) -> bool {
+        self.inviters.get(namespace_id).is_some_and(|inviter| bound.contains(inviter))
+    }
+
+    /// Whether `peer` named the namespace (being joined) in a request of its own.
+    fn named_by(&self, namespace_id: &NamespaceId, peer: &PeerId) -> bool {
+        self.named_by.get(namespace_id).is_some_and(|peers| peers.contains(peer))
+    }
+
+    /// Notes that `peer` named a namespace in `request`, if this node is joining it.
+    pub(super) fn note_named(&mut self, peer: PeerId, request: &SyncRequest) {
+        let (SyncRequest::NamespaceStatus { namespace_id }
+        | SyncRequest::Ops { namespace_id, .. }
+        | SyncRequest::NamespaceKey { namespace_id, .. }) = request
+        else {
+            return;
+        };
+        if self.inviters.contains_key(namespace_id) {
+            self.named_by.entry(*namespace_id).or_default().insert(peer);
+        }
+    }
+
+    /// Whether a namespace this node is joining was joined naming an inviter.
+    fn has_inviter(&self, namespace_id: &NamespaceId) -> bool {
+        self.inviters.contains_key(namespace_id)
     }
 }
 
@@ -212,40 +273,36 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
 
     /// Whether this node may send `request` to `peer`. A request that names a context, a
     /// namespace or a group (all but `Bind`) goes only to a peer bound to an identity this
-    /// node's current fold makes a member of the context's group (any peer for a
-    /// single-owner context, or one not bound to a group here yet), a participant of the
+    /// node's current fold makes a member of the context's group, a participant of the
     /// namespace, or a member of the group — the peers it would serve the same request to, so
-    /// a stranger is never told which logs this node holds. One exception, so that a joiner
-    /// does not wait for ever: a namespace this node holds no op of yet (it has an identity
-    /// in it, from an invitation, and nothing else) may be named to any peer bound to some
-    /// identity; its fold decides as soon as the first ops arrive.
+    /// a stranger is never told which logs this node holds. A single-owner context is named
+    /// only if the network shares them ([`NetConfig::share_single_owner`](super::NetConfig::share_single_owner)).
+    /// While this node joins a namespace by invitation (it is no participant in its fold yet)
+    /// the peers bound to the inviter's identity may be asked about it and its groups too; a
+    /// namespace held no op of and joined without naming an inviter may be named to any peer
+    /// bound to some identity (see the module's docs).
     pub(super) fn may_ask(&self, peer: &PeerId, request: &SyncRequest) -> bool {
         let no_identities = BTreeSet::new();
         let bound = self.admission.bound.get(peer).unwrap_or(&no_identities);
         let Some(governance) = &self.governance else {
             // Without governance every context is single-owner, and namespaces are not synced.
-            return true;
-        };
-        let held = |namespace_id: &weft_primitives::NamespaceId| {
-            governance.heads(namespace_id).is_ok_and(|heads| !heads.is_empty())
+            return matches!(request, SyncRequest::Bind { .. }) || self.config.share_single_owner;
         };
         match request {
             SyncRequest::Bind { .. } => true,
             SyncRequest::NamespaceStatus { namespace_id }
             | SyncRequest::Ops { namespace_id, .. }
-            | SyncRequest::NamespaceKey { namespace_id, .. } => {
-                !bound.is_empty()
-                    && (!held(namespace_id) || governance.any_participant(namespace_id, bound).unwrap_or(false))
-            }
-            SyncRequest::GroupKey { group_id, .. } => {
-                !bound.is_empty()
-                    && match governance.namespace_of(group_id) {
-                        Ok(namespace_id) if held(&namespace_id) => {
-                            governance.any_member(group_id, bound).unwrap_or(false)
-                        }
-                        _ => true,
-                    }
-            }
+            | SyncRequest::NamespaceKey { namespace_id, .. } => self.may_name_namespace(peer, namespace_id, bound),
+            SyncRequest::GroupKey { group_id, .. } => match governance.namespace_of(group_id) {
+                Ok(namespace_id) if self.holds_namespace(&namespace_id) => {
+                    !bound.is_empty()
+                        && (self.admission.bound_to_inviter(&namespace_id, bound)
+                            || governance.any_member(group_id, bound).unwrap_or(false))
+                }
+                Ok(namespace_id) => self.may_name_namespace(peer, &namespace_id, bound),
+                // A group unknown here is never asked about (`ask_key` needs its namespace).
+                Err(_) => false,
+            },
             SyncRequest::Status { context_id }
             | SyncRequest::Deltas { context_id, .. }
             | SyncRequest::RepairWalk { context_id, .. }
@@ -255,6 +312,46 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             | SyncRequest::Application { context_id, .. }
             | SyncRequest::Sealed { context_id, .. } => self.admits_to_context(context_id, bound),
         }
+    }
+
+    /// Whether this node holds any op of a namespace.
+    fn holds_namespace(&self, namespace_id: &NamespaceId) -> bool {
+        self.governance.as_ref().is_some_and(|g| g.heads(namespace_id).is_ok_and(|heads| !heads.is_empty()))
+    }
+
+    /// Whether a namespace may be named to a peer bound to `bound`: a participant in this
+    /// node's fold; while joining by invitation, also the inviter; a namespace held no op of
+    /// and joined naming no inviter, any bound peer.
+    fn may_name_namespace(&self, peer: &PeerId, namespace_id: &NamespaceId, bound: &BTreeSet<PublicKey>) -> bool {
+        let Some(governance) = &self.governance else { return false };
+        if bound.is_empty() {
+            return false;
+        }
+        // The inviter, and a peer that named the namespace itself (it knows the id).
+        if self.admission.bound_to_inviter(namespace_id, bound) || self.admission.named_by(namespace_id, peer) {
+            return true;
+        }
+        if self.holds_namespace(namespace_id) {
+            return governance.any_participant(namespace_id, bound).unwrap_or(false);
+        }
+        !self.admission.has_inviter(namespace_id)
+    }
+
+    /// Records the inviter of a namespace this node joins by invitation (see the module's docs).
+    pub(super) fn record_inviter(&mut self, namespace_id: NamespaceId, inviter: PublicKey) {
+        self.admission.invited(namespace_id, inviter);
+    }
+
+    /// Drops the inviters of the namespaces this node is a participant of now (each
+    /// anti-entropy round): their fold decides from then on.
+    pub(super) fn forget_inviters_of_joined(&mut self) {
+        let Some(governance) = self.governance.clone() else { return };
+        self.admission.inviters.retain(|namespace_id, _| {
+            let Ok(identity) = governance.identity(namespace_id) else { return true };
+            !governance.any_participant(namespace_id, [&identity.public_key()]).unwrap_or(false)
+        });
+        let Admission { inviters, named_by, .. } = &mut self.admission;
+        named_by.retain(|namespace_id, _| inviters.contains_key(namespace_id));
     }
 
     /// Ends as failed the requests withheld since the last round (each anti-entropy round):
@@ -286,8 +383,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.on_connected(peer);
     }
 
-    /// Whether a peer bound to `bound` may be served a context's state: a member of its group,
-    /// or any peer for a single-owner context held here.
+    /// Whether a peer bound to `bound` may be served a context's state (or be asked about it):
+    /// a member of its group; for a single-owner context held here, any peer if the network
+    /// shares them ([`NetConfig::share_single_owner`](super::NetConfig::share_single_owner)), else none.
     fn admits_to_context(&self, context_id: &ContextId, bound: &BTreeSet<PublicKey>) -> bool {
         let group = match &self.governance {
             Some(governance) => match governance.group_of_context(context_id) {
@@ -301,7 +399,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 Some(governance) => !bound.is_empty() && governance.any_member(&group_id, bound).unwrap_or(false),
                 None => false,
             },
-            None => self.engine.view(context_id).is_ok(),
+            None => self.config.share_single_owner && self.engine.view(context_id).is_ok(),
         }
     }
 

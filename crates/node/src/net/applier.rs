@@ -18,18 +18,24 @@
 //! for all keeps the order the network relies on: ops handed over before a delta that cites
 //! them are logged before it is applied, and a delta refused for citing ops not logged yet is
 //! deferred before the ops that release it come back (`deferred.rs`); a session's pages apply
-//! in order. Each job is all-or-nothing as the engine or governance call it makes is. At most
+//! in order. A group or namespace key a peer sent on request is stored here too ([`StoreKey`]:
+//! one envelope opened and stored, and for a group key the ops it opens folded again,
+//! `keys.rs`); the driver asks about what the key seals only once it is back, so nothing sealed
+//! under it is asked for before it is stored, and ops handed over after it are taken in with it
+//! stored. Between jobs, every [`ContextEngine::pending_sweep_interval`], the thread drops the
+//! pending deltas that waited past their TTL ([`ContextEngine::expire_all_pending`]). Each job
+//! is all-or-nothing as the engine or governance call it makes is. At most
 //! [`MAX_APPLYING`] jobs are in flight: past it the driver stops serving its inbound queues,
 //! which fill and refuse past their bounds as they did when the driver applied itself. What
 //! stays on the driver's task are cheap reads: statuses and heads (its own and to serve),
 //! pages of deltas and ops and snapshot pages to serve (bounded by the frame), the checks of
-//! what a received delta cites, keys and blobs to serve. Still written there: a group or
-//! namespace key a peer sent (one envelope opened and stored, and the ops it opens folded again,
-//! `keys.rs`). If the thread dies the driver stops with it, so the node reports the network
-//! dead rather than go on without applying.
+//! what a received delta cites, keys and blobs to serve. If the thread dies the driver stops
+//! with it, so the node reports the network dead rather than go on without applying.
 
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use libp2p::request_response;
 use libp2p::{gossipsub, PeerId};
@@ -39,11 +45,12 @@ use weft_primitives::{ContextDagDeltaValue, ContextId, NamespaceId, SignedOp};
 use super::catch_up::PageSent;
 use super::driver::{Driver, NetBackend};
 use super::governance::{take_op, NotTaken, Taken};
+use super::keys::{KeyStored, StoreKey};
 use super::protocol::SyncResponse;
 use super::repair::{answer, run_step, Asked, Next, Repair, Step};
 use super::NetStats;
 use crate::context::{ApplyOutcome, Authorizer, ContextEngine, EngineError, SnapshotBuilder, SnapshotInstalled};
-use crate::governance::Governance;
+use crate::governance::{Governance, GovernanceError};
 
 /// Most jobs handed to the applier and not yet done before the driver stops serving inbound
 /// work (each a gossiped delta or op, a catch-up page, a deferred delta, a snapshot, a repair
@@ -157,13 +164,14 @@ pub(super) struct Answered {
 }
 
 /// What the thread is handed, in order: deltas to apply, a snapshot to install, governance
-/// ops to take in, a repair step, a repair request to answer.
+/// ops to take in, a repair step, a repair request to answer, a key a peer sent to store.
 enum Task {
     Apply(Job),
     Install(Install),
     Ops(Ops),
     Repair(RepairStep),
     Answer(Answer),
+    Key(StoreKey),
 }
 
 /// What the thread hands back.
@@ -173,6 +181,7 @@ pub(super) enum Finished {
     OpsTaken(OpsDone),
     Repaired(RepairStepped),
     Answered(Answered),
+    KeyStored(KeyStored),
 }
 
 /// The thread applying received deltas, and the driver's ends of its channels.
@@ -197,7 +206,25 @@ impl Applier {
         let (jobs, inbox) = std::sync::mpsc::channel::<Task>();
         let (done_tx, done) = mpsc::unbounded_channel();
         let worker = std::thread::Builder::new().name("weft-apply".into()).spawn(move || {
-            for task in inbox {
+            // Between jobs (and when none comes), the engine's pending deltas that waited past
+            // their TTL are dropped (see `context/engine/pending.rs`).
+            let sweep_every = engine.pending_sweep_interval();
+            let mut next_sweep = Instant::now() + sweep_every;
+            loop {
+                let task = match inbox.recv_timeout(next_sweep.saturating_duration_since(Instant::now())) {
+                    Ok(task) => Some(task),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                };
+                if Instant::now() >= next_sweep {
+                    match engine.expire_all_pending() {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(dropped = n, "pending deltas waited past their TTL: dropped"),
+                        Err(e) => tracing::warn!(error = %e, "cannot drop the pending deltas past their TTL"),
+                    }
+                    next_sweep = Instant::now() + sweep_every;
+                }
+                let Some(task) = task else { continue };
                 let finished = match task {
                     Task::Apply(Job { context_id, peer, deltas, then }) => {
                         let results = match then {
@@ -225,6 +252,13 @@ impl Applier {
                     Task::Answer(Answer { context_id, peer, asked, channel }) => {
                         let (response, repaired) = answer(&engine, &stats, &context_id, asked);
                         Finished::Answered(Answered { context_id, peer, response, repaired, channel })
+                    }
+                    Task::Key(StoreKey { peer, scope, key_id, envelope }) => {
+                        let (result, reopened) = match governance.as_deref() {
+                            Some(governance) => scope.accept(governance, &envelope),
+                            None => (Err(GovernanceError::Inconsistent("no governance attached".into())), None),
+                        };
+                        Finished::KeyStored(KeyStored { peer, scope, key_id, result, reopened })
                     }
                 };
                 // The driver is gone: nothing follows.
@@ -273,6 +307,11 @@ impl Applier {
     /// the thread is gone.
     pub(super) fn answer(&mut self, answer: Answer) -> bool {
         self.hand_over(Task::Answer(answer))
+    }
+
+    /// Hands a key a peer sent over to store; false (the key dropped) if the thread is gone.
+    pub(super) fn store_key(&mut self, key: StoreKey) -> bool {
+        self.hand_over(Task::Key(key))
     }
 
     fn hand_over(&mut self, task: Task) -> bool {
@@ -335,6 +374,10 @@ impl<B: NetBackend> Driver<B> {
             Finished::Answered(answered) => {
                 self.applier.in_flight = self.applier.in_flight.saturating_sub(1);
                 self.repair_answered(answered);
+            }
+            Finished::KeyStored(stored) => {
+                self.applier.in_flight = self.applier.in_flight.saturating_sub(1);
+                self.key_stored(stored);
             }
         }
     }

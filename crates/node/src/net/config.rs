@@ -64,6 +64,12 @@ pub struct NetConfig {
     pub max_pending_incoming: u32,
     /// Most outbound connections being dialled at once.
     pub max_pending_outgoing: u32,
+    /// Whether contexts in no group (single-owner) are replicated with any peer: named in
+    /// sync requests to, and served to, every peer (see `admission.rs`). `true` by default,
+    /// for nodes that share contexts through the library without governance; `weftd` sets it
+    /// `false` ([`crate::config::NodeConfig::net`]): its contexts are all in groups, and one in
+    /// no group is this node's alone, named to and served to nobody.
+    pub share_single_owner: bool,
 }
 
 impl Default for NetConfig {
@@ -90,6 +96,7 @@ impl Default for NetConfig {
             max_connections_per_ip: 16,
             max_pending_incoming: 64,
             max_pending_outgoing: 64,
+            share_single_owner: true,
         }
     }
 }

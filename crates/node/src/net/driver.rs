@@ -281,7 +281,10 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 let _ = done.send(());
             }
             Command::Publish(context_id, delta) => self.publish::<Contexts>(context_id, *delta),
-            Command::JoinNamespace(namespace_id) => {
+            Command::JoinNamespace(namespace_id, inviter) => {
+                if let Some(inviter) = inviter {
+                    self.record_inviter(namespace_id, inviter);
+                }
                 self.bind_new_identities(&self.swarm.connected_peers().copied().collect());
                 self.join::<Namespaces>(namespace_id)
             }
@@ -358,6 +361,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             }
         }
         self.bind_new_identities(&connected);
+        self.forget_inviters_of_joined();
         let (namespaces, contexts) = self.due_this_round();
         // Each log checked this round follows its key's topic (see `topics.rs`).
         for namespace_id in &namespaces {

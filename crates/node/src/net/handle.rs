@@ -10,7 +10,8 @@ use std::time::Duration;
 use libp2p::{identity, Multiaddr, PeerId};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use weft_primitives::{
-    ApplicationId, ApplicationMeta, BlobId, ContextDagDeltaValue, ContextId, NamespaceId, SecretKey, SignedOp,
+    ApplicationId, ApplicationMeta, BlobId, ContextDagDeltaValue, ContextId, NamespaceId, PublicKey, SecretKey,
+    SignedOp,
 };
 use weft_store::schema::{ContextLeft, NamespaceGovHead};
 use weft_store::{Backend, Prefix, Read};
@@ -67,7 +68,8 @@ pub(super) enum Command {
     Join(ContextId),
     Leave(ContextId, oneshot::Sender<()>),
     Publish(ContextId, Box<ContextDagDeltaValue>),
-    JoinNamespace(NamespaceId),
+    /// A namespace to replicate, and the inviter's identity if it is joined by invitation.
+    JoinNamespace(NamespaceId, Option<PublicKey>),
     PublishOp(NamespaceId, Box<SignedOp>),
     SyncNow(ContextId),
     Dial(Multiaddr, oneshot::Sender<Result<(), NetError>>),
@@ -232,8 +234,20 @@ impl Network {
     }
 
     /// Starts replicating a namespace's governance: subscribes to its topic and catches up with peers.
+    /// A namespace this node holds no op of yet is then asked about of any peer bound to
+    /// some identity: a joiner by invitation uses [`Network::join_namespace_invited`].
     pub async fn join_namespace(&self, namespace_id: NamespaceId) -> Result<(), NetError> {
-        self.send(Command::JoinNamespace(namespace_id)).await
+        self.send(Command::JoinNamespace(namespace_id, None)).await
+    }
+
+    /// Starts replicating a namespace this node joins by invitation from `inviter` (the
+    /// inviter's identity in it, as the invitation names it): until this node is a participant
+    /// in its own fold, the namespace and its groups are named only to peers bound to the
+    /// inviter, to a participant of what it holds of the fold, or to a peer that named the
+    /// namespace to it first (see `admission.rs`), so a
+    /// stranger binding an identity of its own during the join learns nothing of it.
+    pub async fn join_namespace_invited(&self, namespace_id: NamespaceId, inviter: PublicKey) -> Result<(), NetError> {
+        self.send(Command::JoinNamespace(namespace_id, Some(inviter))).await
     }
 
     /// Publishes a governance op this node has logged.

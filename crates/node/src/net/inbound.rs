@@ -181,6 +181,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             self.inbound.queued = self.inbound.queued.saturating_sub(1);
             match work {
                 Work::Request { request, channel } => {
+                    // A peer naming a namespace being joined knows its id (see `admission.rs`).
+                    self.admission.note_named(peer, &request);
                     // A bind is always heard; anything else only if the peer is entitled to
                     // it (see `admission.rs`).
                     let response = match request {

@@ -8,7 +8,9 @@
 //! sealed message under a key it lacks asks the sender too. A peer answers with the key
 //! sealed to the asker's identity if the asker is entitled in its fold (a member of the group,
 //! a participant of the namespace), else with nothing; the asker stores a key that opens and
-//! matches its id. Counted in [`NetStats`] (`keys_*`, `namespace_keys_*`).
+//! matches its id — on the applier's thread, with the fold of the ops a group key opens, like
+//! every write a peer's message causes (`applier.rs`) — and asks about what the key seals only
+//! once it is stored. Counted in [`NetStats`] (`keys_*`, `namespace_keys_*`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -16,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use libp2p::PeerId;
-use weft_primitives::{ContextId, GroupId, KeyEnvelope, KeyId, NamespaceId, PublicKey, SecretKey};
+use weft_primitives::{ContextId, GroupId, KeyEnvelope, KeyId, NamespaceId, OpId, PublicKey, SecretKey};
 use weft_store::Backend;
 
 use super::contexts::Contexts;
@@ -28,6 +30,28 @@ use crate::governance::{Governance, GovernanceError, KeyAnswer};
 
 /// How long before a group key asked of a peer (and not received) is asked of it again.
 pub const KEY_RETRY: Duration = Duration::from_secs(5);
+
+/// A key a peer sent, for the applier's thread to store (see [`KeyScope::accept`]).
+pub(super) struct StoreKey {
+    pub(super) peer: PeerId,
+    pub(super) scope: KeyScope,
+    pub(super) key_id: KeyId,
+    pub(super) envelope: Box<KeyEnvelope>,
+}
+
+/// What storing a key did: the key stored (or why not), and for a group key the namespace
+/// folded again and the ops the key opened there.
+pub(super) type KeyAccepted =
+    (Result<KeyId, GovernanceError>, Option<(NamespaceId, Result<Vec<OpId>, GovernanceError>)>);
+
+/// A key stored (or refused) on the applier's thread, back for the driver.
+pub(super) struct KeyStored {
+    pub(super) peer: PeerId,
+    pub(super) scope: KeyScope,
+    pub(super) key_id: KeyId,
+    pub(super) result: Result<KeyId, GovernanceError>,
+    pub(super) reopened: Option<(NamespaceId, Result<Vec<OpId>, GovernanceError>)>,
+}
 
 /// The keys asked of peers.
 #[derive(Default)]
@@ -101,11 +125,22 @@ impl KeyScope {
         }
     }
 
-    /// Stores a key a peer sent on request, if it is addressed to this node and checks out.
-    fn accept<B: Backend>(self, governance: &Governance<B>, envelope: &KeyEnvelope) -> Result<KeyId, GovernanceError> {
+    /// Stores a key a peer sent on request, if it is addressed to this node and checks out;
+    /// for a group key, then folds again the group's namespace, whose sealed ops the key may
+    /// open (the namespace and the ops opened). Run on the applier's thread ([`StoreKey`]).
+    pub(super) fn accept<B: Backend>(self, governance: &Governance<B>, envelope: &KeyEnvelope) -> KeyAccepted {
         match self {
-            KeyScope::Group(group_id) => governance.accept_key_envelope(&group_id, envelope),
-            KeyScope::Namespace(namespace_id) => governance.accept_namespace_key_envelope(&namespace_id, envelope),
+            KeyScope::Group(group_id) => {
+                let result = governance.accept_key_envelope(&group_id, envelope);
+                let reopened = match (&result, governance.namespace_of(&group_id)) {
+                    (Ok(_), Ok(namespace_id)) => Some((namespace_id, governance.reopen(&namespace_id))),
+                    _ => None,
+                };
+                (result, reopened)
+            }
+            KeyScope::Namespace(namespace_id) => {
+                (governance.accept_namespace_key_envelope(&namespace_id, envelope), None)
+            }
         }
     }
 
@@ -173,12 +208,27 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.send_sync_request(peer, request, pending);
     }
 
-    /// A peer's answer to [`Driver::ask_key`]: a key sealed to this node is stored, and what
-    /// it seals is checked with the peer at once (it may have been withheld).
+    /// A peer's answer to [`Driver::ask_key`]: a key sealed to this node is handed to the
+    /// applier's thread to store (a RocksDB write, and for a group key a fold of the ops it
+    /// opens: off the swarm's task), and what follows is done once it is back
+    /// ([`Driver::key_stored`]).
     pub(super) fn on_key(&mut self, peer: PeerId, scope: KeyScope, key_id: KeyId, response: SyncResponse) {
-        let Some(governance) = self.governance.clone() else { return };
+        if self.governance.is_none() {
+            return;
+        }
         let Some(envelope) = key_answer(peer, key_id, response, &scope) else { return };
-        if let Err(e) = scope.accept(&governance, &envelope) {
+        if !self.applier.store_key(StoreKey { peer, scope, key_id, envelope: Box::new(envelope) }) {
+            tracing::error!(%peer, %scope, "the thread applying received deltas is gone; key not stored");
+        }
+    }
+
+    /// A key a peer sent, stored (or refused) on the applier's thread: once stored, what it
+    /// seals is checked with the peer at once (it may have been withheld). Only now are the
+    /// group's contexts asked about, so nothing sealed under the key is asked for before the
+    /// key is stored; the ops it opened were folded in the same job.
+    pub(super) fn key_stored(&mut self, stored: KeyStored) {
+        let KeyStored { peer, scope, key_id, result, reopened } = stored;
+        if let Err(e) = result {
             tracing::info!(%peer, %scope, error = %e, "refused a key a peer sent");
             return;
         }
@@ -187,15 +237,18 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         self.keys.asked.retain(|(_, g, k), _| (*g, *k) != (scope.key_group(), key_id));
         match scope {
             KeyScope::Group(group_id) => {
-                // The key may open sealed private ops: fold again, tell subscribers what became
+                // The key may have opened sealed private ops: tell subscribers what became
                 // readable (an upgrade, say), and judge the deltas held back meanwhile.
-                if let Ok(namespace_id) = governance.namespace_of(&group_id) {
-                    match governance.reopen(&namespace_id) {
-                        Ok(opened) if !opened.is_empty() => self.ops_logged(namespace_id, opened, true),
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(%namespace_id, error = %e, "cannot open the ops sealed under a key"),
+                match reopened {
+                    Some((namespace_id, Ok(opened))) if !opened.is_empty() => {
+                        self.ops_logged(namespace_id, opened, true)
                     }
+                    Some((namespace_id, Err(e))) => {
+                        tracing::warn!(%namespace_id, error = %e, "cannot open the ops sealed under a key")
+                    }
+                    _ => {}
                 }
+                let Some(governance) = self.governance.clone() else { return };
                 let contexts: Vec<ContextId> = self.contexts.ids();
                 for context_id in contexts {
                     if matches!(governance.group_of_context(&context_id), Ok(Some(g)) if g == group_id)

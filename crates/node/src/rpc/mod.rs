@@ -96,6 +96,7 @@ impl<B: Backend + BackendStats> http::Probe for Shared<B> {
             self.metrics.event_queue_depth(service.event_queue_depth());
             self.metrics.observe_tasks(service.tasks());
             self.metrics.observe_tries(&service.engine().trie_stats());
+            self.metrics.observe_pending_expired(service.engine().pending_expired());
             if let Some(stats) = service.runtime_stats() {
                 self.metrics.observe_apps(&stats);
             }

@@ -22,7 +22,9 @@
 //! `context_join` checks the invitation (the signature under the key it carries, the
 //! invitee, the expiry) before it touches the network, then records its node key as its
 //! identity in the namespace (it asks peers for the namespace's and the group's keys under
-//! it), dials the inviter, joins the namespace's topic, waits until the namespace's ops it
+//! it), joins the namespace's topic naming the inviter's identity (until this node is a
+//! participant, the namespace is named in sync requests only to peers bound to it), dials the
+//! inviter, waits until the namespace's ops it
 //! received make this node a member that reads the group's private state whole and holds
 //! its current key (key recovery brings the keys of older sealed ops),
 //! then checks that the invitation's key is a signing key registered for the group
@@ -351,7 +353,9 @@ impl<B: Backend> NodeService<B> {
         // This node's identity in the namespace (its node key, the invitee) first: it asks peers
         // for the namespace's key, and the group's keys, under it.
         self.adopt_namespace(&namespace_id)?;
-        wait(network.join_namespace(namespace_id)).map_err(super::network::net_error)?;
+        // Until this node holds the ops that make it a participant, the namespace is named only
+        // to peers bound to the inviter's identity (see `net/admission.rs`).
+        wait(network.join_namespace_invited(namespace_id, body.inviter)).map_err(super::network::net_error)?;
         let addrs = invitation.addrs();
         for addr in &addrs {
             if let Err(e) = wait(network.dial(addr.clone())) {

@@ -119,3 +119,56 @@ async fn deltas_with_missing_parents_wait_only_for_members_and_up_to_their_share
     })
     .await;
 }
+
+/// The pending set's bounds are settings, and its TTL is enforced by a sweep: a node whose
+/// engine keeps at most 5 deltas per author for 3 s keeps 5 of a member's 8 gossiped deltas
+/// on invented parents, turns 3 away, and drops the 5 once they have waited past the TTL —
+/// with no other delta arriving — counting them in `ContextEngine::pending_expired`. On the
+/// code before, the TTL was enforced only when a later delta of the context was to wait, so
+/// the 5 stayed pending for as long as the context was quiet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_deltas_past_their_ttl_are_swept_while_the_context_is_quiet() {
+    use std::sync::Arc;
+    use weft_node::context::{AnyAuthor, ContextEngine, EngineConfig};
+    use weft_node::governance::{Governance, GovernanceConfig};
+    use weft_node::net::Network;
+
+    let engine_config =
+        EngineConfig { max_pending_per_author: 5, pending_ttl: Duration::from_secs(3), ..EngineConfig::default() };
+    let store = memory_store();
+    let engine = Arc::new(ContextEngine::new(store.clone(), engine_config));
+    engine.create_context(CTX, app()).unwrap();
+    let gov = Arc::new(Governance::new(store, GovernanceConfig::default()));
+    let secret = key(1);
+    let net = Network::start(config(vec![], TICK), &secret, engine.clone(), Arc::new(AnyAuthor), Some(gov.clone()))
+        .await
+        .unwrap();
+    let a = Node { engine, gov, net, secret };
+    let a_addr = addr(&a.net).await;
+    let s = start(memory_store(), 3, config(vec![a_addr], TICK), false, &[CTX]).await;
+    let started = Instant::now();
+    while !a.net.peers().await.unwrap().iter().any(|p| p.peer_id == s.net.peer_id() && p.contexts.contains(&CTX)) {
+        assert!(started.elapsed() < WITHIN, "S never joined the context's topic");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let author = key(40);
+    for i in 0..8u32 {
+        let mut parent = [0xEE; 32];
+        parent[..4].copy_from_slice(&i.to_be_bytes());
+        let hlc = HybridTimestamp { physical_ms: weft_primitives::wall_clock_ms() - 1_000, logical: i };
+        let delta = sign_delta(&CTX, vec![DeltaId::from_bytes(parent)], &author, hlc, put("junk", "x"), Vec::new());
+        s.net.publish(CTX, delta).await.unwrap();
+    }
+    let a_stats = a.net.stats();
+    eventually(WITHIN, "A keeps the author's share and turns the rest away", || {
+        a.engine.view(&CTX).unwrap().status.pending_count == 5
+            && a_stats.deltas_not_buffered.load(Ordering::Relaxed) == 3
+    })
+    .await;
+    assert_eq!(a.engine.pending_expired(), 0);
+    // Nothing else arrives: the sweep drops them once they waited past the TTL.
+    eventually(WITHIN, "A drops the deltas past their TTL", || a.engine.view(&CTX).unwrap().status.pending_count == 0)
+        .await;
+    assert_eq!(a.engine.pending_expired(), 5);
+    assert!(a.engine.pending_by_author(&CTX).unwrap().is_empty());
+}

@@ -437,3 +437,155 @@ async fn a_stranger_is_never_told_which_logs_a_node_holds() {
     write_as(&a, ns, &member, "later").await;
     context_converged(&[&a, &m], CTX, WITHIN).await;
 }
+
+/// A raw libp2p peer connected to a node, binding an identity of its own as soon as it
+/// connects, answering every request `Refused` and recording what it is asked and answered.
+struct Watcher {
+    swarm: Stranger,
+    target: PeerId,
+    own: SecretKey,
+    asked: Vec<SyncRequest>,
+    answers: Vec<SyncResponse>,
+    bound: bool,
+}
+
+impl Watcher {
+    fn dial(addr: Multiaddr, target: PeerId) -> Watcher {
+        let mut swarm = stranger();
+        swarm.dial(addr).unwrap();
+        Watcher { swarm, target, own: key(0x66), asked: Vec::new(), answers: Vec::new(), bound: false }
+    }
+
+    /// Handles the swarm's events until `done` holds (checked between them), failing after
+    /// [`WITHIN`].
+    async fn until(&mut self, what: &str, mut done: impl FnMut(&Watcher) -> bool) {
+        let deadline = tokio::time::Instant::now() + WITHIN;
+        while !done(self) {
+            assert!(tokio::time::Instant::now() < deadline, "not within {WITHIN:?}: {what} (asked {:?})", self.asked);
+            let Ok(event) = tokio::time::timeout(Duration::from_millis(100), self.swarm.select_next_some()).await
+            else {
+                continue;
+            };
+            match event {
+                SwarmEvent::ConnectionEstablished { peer_id, .. } if peer_id == self.target => {
+                    let signature = self.own.sign(&bind_challenge(self.swarm.local_peer_id(), &self.target));
+                    let bind = SyncRequest::Bind { identity: self.own.public_key(), signature };
+                    self.swarm.behaviour_mut().send_request(&self.target, bind);
+                }
+                SwarmEvent::ConnectionClosed { peer_id, .. } if peer_id == self.target => {
+                    panic!("the node closed the connection")
+                }
+                SwarmEvent::Behaviour(request_response::Event::Message { message, .. }) => match message {
+                    request_response::Message::Request { request, channel, .. } => {
+                        self.asked.push(request);
+                        let _ = self.swarm.behaviour_mut().send_response(channel, SyncResponse::Refused);
+                    }
+                    request_response::Message::Response { response, .. } => {
+                        self.bound |= matches!(response, SyncResponse::Bound);
+                        self.answers.push(response);
+                    }
+                },
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether it was asked anything but `Bind`.
+    fn asked_about_a_log(&self) -> bool {
+        self.asked.iter().any(|r| !matches!(r, SyncRequest::Bind { .. }))
+    }
+
+    /// Asserts that nothing it was asked or answered names any of `ids`.
+    fn learned_none_of(&self, ids: &[[u8; 32]]) {
+        for request in &self.asked {
+            assert!(!names_any(&borsh::to_vec(request).unwrap(), ids), "the stranger was asked {request:?}");
+        }
+        for answer in &self.answers {
+            assert!(!names_any(&borsh::to_vec(answer).unwrap(), ids), "the stranger was answered {answer:?}");
+        }
+        assert!(!self.asked_about_a_log(), "{:?}", self.asked);
+    }
+}
+
+/// A node joining a namespace by invitation (an identity in it, none of its ops yet) names the
+/// namespace only to the peer bound to the inviter's identity: a stranger that connects and
+/// binds an identity of its own during the join, watched for rounds before and after the
+/// joiner reaches the inviter and catches up, is asked nothing but `Bind` (issue 23, item 4:
+/// what a stranger learns). On the code before the inviter was recorded, the joiner asked the
+/// stranger the namespace's status as soon as it bound, and at every round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_binding_during_a_join_learns_no_namespace() {
+    let (a, ns, member) = governed_node(1, config(vec![], TICK)).await;
+    let a_addr = addr(&a.net).await;
+    let inviter = a.gov.identity(&ns).unwrap().public_key();
+    let j = start(store_with_identity(ns, &member), 2, config(vec![], TICK), true, &[]).await;
+    j.net.join_namespace_invited(ns, inviter).await.unwrap();
+    let ids = [*ns.as_bytes(), *CTX.as_bytes(), *ns.root_group().as_bytes()];
+    let j_stats = j.net.stats();
+
+    // The stranger connects to the joiner and binds while the joiner holds no op and knows
+    // no other peer: rounds go by with the joiner asking it nothing.
+    let mut watcher = Watcher::dial(addr(&j.net).await, j.net.peer_id());
+    watcher.until("the stranger is bound", |w| w.bound).await;
+    let withheld = j_stats.sync_requests_withheld.load(Ordering::Relaxed);
+    watcher
+        .until("the joiner goes through rounds", |w| {
+            w.asked_about_a_log() || j_stats.sync_requests_withheld.load(Ordering::Relaxed) >= withheld + 3
+        })
+        .await;
+    watcher.learned_none_of(&ids);
+    assert!(j.gov.heads(&ns).unwrap().is_empty());
+
+    // The joiner reaches the inviter and catches up from it; the stranger is still told nothing.
+    j.net.dial(a_addr).await.unwrap();
+    let a_heads = a.gov.heads(&ns).unwrap();
+    watcher.until("the joiner catches up from the inviter", |_| j.gov.heads(&ns).unwrap() == a_heads).await;
+    let withheld = j_stats.sync_requests_withheld.load(Ordering::Relaxed);
+    watcher
+        .until("the joiner goes through rounds", |w| {
+            w.asked_about_a_log() || j_stats.sync_requests_withheld.load(Ordering::Relaxed) >= withheld + 3
+        })
+        .await;
+    watcher.learned_none_of(&ids);
+}
+
+/// A single-owner context (in no group) on a node that does not share them — `weftd`'s setting
+/// — is named to no peer and served to none: a stranger connected and bound for rounds is asked
+/// nothing but `Bind`, and its own requests about the context are refused, while the context
+/// is written to. On the code before, the node asked the stranger the context's status as soon
+/// as it connected, and at every round, and served it the status and the deltas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_owner_context_is_named_and_served_to_nobody() {
+    let private = NetConfig { share_single_owner: false, ..config(vec![], TICK) };
+    let n = start(memory_store(), 1, private, false, &[CTX]).await;
+    let owner = n.secret.clone();
+    for i in 0..3 {
+        n.engine.write(&CTX, &owner, put(&format!("k{i}"), "v")).unwrap();
+    }
+    let n_stats = n.net.stats();
+    let n_addr = addr(&n.net).await;
+    let mut watcher = Watcher::dial(n_addr.clone(), n.net.peer_id());
+    watcher.until("the stranger is bound", |w| w.bound).await;
+    let withheld = n_stats.sync_requests_withheld.load(Ordering::Relaxed);
+    watcher
+        .until("the node goes through rounds", |w| {
+            w.asked_about_a_log() || n_stats.sync_requests_withheld.load(Ordering::Relaxed) >= withheld + 3
+        })
+        .await;
+    watcher.learned_none_of(&[*CTX.as_bytes()]);
+    // Its own requests about the context are refused.
+    let mut asker = stranger();
+    let answers = ask_all(
+        &mut asker,
+        &n_addr,
+        n.net.peer_id(),
+        vec![
+            SyncRequest::Status { context_id: CTX },
+            SyncRequest::Deltas { context_id: CTX, heads: vec![], max: 1000 },
+            SyncRequest::Snapshot { context_id: CTX, session: 0, cursor: SnapshotCursor::Start },
+        ],
+    )
+    .await
+    .unwrap();
+    assert!(answers.iter().all(|a| matches!(a, Some(SyncResponse::Refused))), "{answers:?}");
+}

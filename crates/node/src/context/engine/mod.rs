@@ -35,7 +35,7 @@ mod repair;
 mod snapshot;
 
 pub use checkpoint::{TrieCheck, TrieStats};
-pub use pending::{NotKept, MAX_PENDING_PER_AUTHOR, PENDING_TTL};
+pub use pending::{NotKept, MAX_PENDING_PER_AUTHOR, MAX_PENDING_SWEEP, PENDING_TTL};
 pub use repair::{
     hash_prefix, HashPrefix, RepairEntry, RepairOutcome, RepairWalk, WalkNode, WalkReply, MAX_PATH, MAX_SESSION_KEYS,
     SMALL_SUBTREE_CHILDREN, SMALL_SUBTREE_LEAVES, WALK_HASH_BYTES, WALK_LEAVES,
@@ -238,7 +238,7 @@ pub struct EngineConfig {
     /// Most of those one author may hold ([`MAX_PENDING_PER_AUTHOR`] by default).
     pub max_pending_per_author: usize,
     /// How long a delta may wait for its parents ([`PENDING_TTL`] by default); one that
-    /// waited longer is dropped (see `pending.rs`).
+    /// waited longer is dropped by a periodic sweep (see `pending.rs`).
     pub pending_ttl: std::time::Duration,
     /// Memory for decoded Merkle branch nodes, so an update reads the store only near the
     /// leaves (0 disables the cache).
@@ -300,6 +300,8 @@ pub struct ContextEngine<B: Backend> {
     trie_rebuilds: std::sync::atomic::AtomicU64,
     /// The deltas waiting in each context's pending set, by author (see `pending.rs`).
     waiting: Mutex<pending::Waiting>,
+    /// Pending deltas dropped for waiting past `pending_ttl` (for metrics).
+    pending_expired: std::sync::atomic::AtomicU64,
 }
 
 /// A read view of one context's DAG bookkeeping, for weft-dag's decisions: applied
@@ -372,6 +374,7 @@ impl<B: Backend> ContextEngine<B> {
             checkpoints: std::sync::atomic::AtomicU64::new(0),
             trie_rebuilds: std::sync::atomic::AtomicU64::new(0),
             waiting: Mutex::new(pending::Waiting::default()),
+            pending_expired: std::sync::atomic::AtomicU64::new(0),
         }
     }
 

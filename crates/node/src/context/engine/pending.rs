@@ -9,9 +9,14 @@
 //!   for them in the network's deferred set.)
 //! - while its author holds fewer than `max_pending_per_author` deltas waiting in the context
 //!   ([`NotKept::AuthorFull`]), so one member cannot take the whole set;
-//! - for at most `pending_ttl`: a delta that waited longer is dropped (its rows deleted) the
-//!   next time a delta of the context is to wait. One found pending at the first use of the
-//!   context after a start counts from then.
+//! - for at most `pending_ttl`: a delta that waited longer is dropped (its rows deleted) by
+//!   the periodic sweep ([`ContextEngine::expire_all_pending`], which the network's applier
+//!   thread runs every [`ContextEngine::pending_sweep_interval`]), or the next time a delta of
+//!   the context is to wait, whichever comes first. One found pending at the first sweep or
+//!   use of the context after a start counts from then. Every drop is counted
+//!   ([`ContextEngine::pending_expired`], `weft_pending_deltas_expired_total`).
+//!
+//! Both bounds are operator settings (`[limits] max_pending_per_author`, `pending_ttl_ms`).
 //!
 //! These decide only what waits, never what is valid: a delta not kept changes nothing, and
 //! every node applies it once its parents are applied, whatever order they arrive in.
@@ -25,11 +30,16 @@ use weft_store::{Backend, PrefixBy, Read};
 
 use super::{lock, Authorizer, ContextEngine, EngineError};
 
-/// Most deltas one author may hold waiting in a context's pending set, by default.
+/// Most deltas one author may hold waiting in a context's pending set, by default
+/// (`[limits] max_pending_per_author`).
 pub const MAX_PENDING_PER_AUTHOR: usize = 1024;
 
-/// How long a delta may wait for its parents, by default (10 minutes).
+/// How long a delta may wait for its parents, by default (10 minutes; `[limits] pending_ttl_ms`).
 pub const PENDING_TTL: Duration = Duration::from_secs(600);
+
+/// Longest time between two sweeps of expired pending deltas (see
+/// [`ContextEngine::pending_sweep_interval`]).
+pub const MAX_PENDING_SWEEP: Duration = Duration::from_secs(5);
 
 /// Why a delta whose parents are missing was not kept waiting for them (nothing changed; a
 /// catch-up brings it again in order).
@@ -54,6 +64,9 @@ pub enum NotKept {
 #[derive(Default)]
 pub(super) struct Waiting {
     contexts: HashMap<ContextId, HashMap<DeltaId, (PublicKey, Instant)>>,
+    /// Whether every context with deltas pending in the store has been read (at the first
+    /// sweep), so the sweeps after it look at memory only.
+    all_read: bool,
 }
 
 impl<B: Backend> ContextEngine<B> {
@@ -111,6 +124,55 @@ impl<B: Backend> ContextEngine<B> {
         Ok(counts)
     }
 
+    /// How long a delta may wait for its parents (`pending_ttl`).
+    pub fn pending_ttl(&self) -> Duration {
+        self.config.pending_ttl
+    }
+
+    /// How often [`ContextEngine::expire_all_pending`] should run: half the TTL, at most
+    /// [`MAX_PENDING_SWEEP`] and at least 10 ms; so a delta is dropped at most that long after
+    /// its TTL.
+    pub fn pending_sweep_interval(&self) -> Duration {
+        (self.config.pending_ttl / 2).clamp(Duration::from_millis(10), MAX_PENDING_SWEEP)
+    }
+
+    /// Pending deltas dropped for waiting past `pending_ttl` since start (for metrics).
+    pub fn pending_expired(&self) -> u64 {
+        self.pending_expired.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Drops every context's pending deltas that waited past `pending_ttl` (the periodic
+    /// sweep; see the module's docs). The first call reads which contexts hold pending deltas
+    /// in the store (their deltas count from then); later ones look at memory only. Returns
+    /// how many were dropped.
+    pub fn expire_all_pending(&self) -> Result<usize, EngineError> {
+        let _guard = lock(&self.apply_lock);
+        let ttl = self.config.pending_ttl;
+        let due: Vec<ContextId> = {
+            let mut waiting = lock(&self.waiting);
+            if !waiting.all_read {
+                let rows = self.store.scan(weft_store::Prefix::<ContextStatus>::family()).collect_all()?;
+                for (key, status) in rows {
+                    if status.pending_count > 0 {
+                        self.waiting_in(&mut waiting, &key.context_id)?;
+                    }
+                }
+                waiting.all_read = true;
+            }
+            waiting
+                .contexts
+                .iter()
+                .filter(|(_, ids)| ids.values().any(|(_, at)| at.elapsed() >= ttl))
+                .map(|(context_id, _)| *context_id)
+                .collect()
+        };
+        let mut dropped = 0;
+        for context_id in due {
+            dropped += self.expire_pending(&context_id)?;
+        }
+        Ok(dropped)
+    }
+
     /// Drops the context's pending deltas that waited past `pending_ttl`: their rows go and the
     /// pending count drops (deltas waiting on them keep waiting, under their own TTL).
     /// Called with the apply lock held.
@@ -147,6 +209,7 @@ impl<B: Backend> ContextEngine<B> {
                 ids.remove(id);
             }
         }
+        self.pending_expired.fetch_add(dropped.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(dropped.len())
     }
 
@@ -281,6 +344,34 @@ mod tests {
             Err(EngineError::NotKept(NotKept::AuthorFull { .. }))
         ));
         assert_eq!(again.pending_by_author(&CTX).unwrap().values().sum::<usize>(), 6);
+    }
+
+    #[test]
+    fn the_sweep_drops_what_waited_past_the_ttl_in_every_context_also_after_a_start() {
+        let a = SecretKey::from_bytes(&[1; 32]);
+        let anyone = crate::context::AnyAuthor;
+        let long = engine(EngineConfig::default());
+        let other = ContextId([0xC2; 32]);
+        long.create_context(other, ApplicationMeta::default()).unwrap();
+        long.receive(&CTX, delta(&a, invented(1), 1), &anyone).unwrap();
+        let theirs = delta(&a, invented(2), 2);
+        let elsewhere = sign_delta(&other, theirs.parents, &a, theirs.hlc, theirs.actions, Vec::new());
+        long.receive(&other, elsewhere, &anyone).unwrap();
+        // Within the TTL nothing goes.
+        assert_eq!(long.expire_all_pending().unwrap(), 0);
+        assert_eq!(pending(&long), 1);
+        // After a start with a zero TTL, the first sweep finds both contexts' deltas in the store
+        // (never used this run) and drops them, with no delta arriving.
+        let store = long.shared_store().clone();
+        let short = ContextEngine::new(store, EngineConfig { pending_ttl: Duration::ZERO, ..EngineConfig::default() });
+        assert_eq!(short.expire_all_pending().unwrap(), 2);
+        assert_eq!(short.pending_expired(), 2);
+        assert_eq!(pending(&short), 0);
+        assert_eq!(short.view(&other).unwrap().status.pending_count, 0);
+        assert!(short.missing(&CTX).unwrap().is_empty());
+        assert_eq!(short.expire_all_pending().unwrap(), 0);
+        assert_eq!(short.pending_sweep_interval(), Duration::from_millis(10));
+        assert_eq!(long.pending_sweep_interval(), MAX_PENDING_SWEEP);
     }
 
     #[test]
