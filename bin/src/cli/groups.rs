@@ -4,8 +4,9 @@
 use clap::Subcommand;
 use weft_node::rpc::api::WeftApiClient as _;
 use weft_node::rpc::types::{
-    ContextCapabilitiesParams, DefaultCapabilitiesParams, GroupCreateParams, GroupMembersParams, GroupParams, GroupUpgradeParams,
-    MemberCapabilitiesParams, MemberParams, MemberRoleParams, NamespaceCreateParams, SignedOp, UpgradeState,
+    ContextCapabilitiesParams, DefaultCapabilitiesParams, GroupCreateParams, GroupMembersParams, GroupParams,
+    GroupUpgradeParams, MemberCapabilitiesParams, MemberParams, MemberRoleParams, NamespaceCreateParams, SignedOp,
+    UpgradeState,
 };
 
 use super::client::{CliError, Client};
