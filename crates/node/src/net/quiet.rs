@@ -95,7 +95,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
         let echo = self.config.anti_entropy_interval * 2;
         let mut state = self.quiet.state();
-        if !state.asked.get(&(peer, context_id)).is_some_and(|t| t.elapsed() < echo) {
+        if state.asked.get(&(peer, context_id)).is_none_or(|t| t.elapsed() >= echo) {
             state.due.insert((peer, context_id));
         }
     }
