@@ -10,7 +10,7 @@ use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{eventually, http, init, init_with, invite_and_join, watch_json, Node};
+use common::{eventually, http, invite_and_join, watch_json, Node};
 use serde_json::json;
 
 /// Column families whose keys start with the context id, and the Generic column, whose keys
@@ -41,10 +41,7 @@ fn subscribers(node: &Node) -> String {
 fn a_left_context_is_deleted_whole_and_only_here() {
     let dir = tempfile::tempdir().unwrap();
     let (home_a, home_b) = (dir.path().join("a"), dir.path().join("b"));
-    init(&home_a);
-    let a = Node::start(&home_a);
-    init_with(&home_b, &[&a.p2p_addr()]);
-    let b = Node::start(&home_b);
+    let [a, b] = common::two_nodes(dir.path());
     let created = a.ok("context_create", json!({}));
     let ctx = created["context_id"].as_str().unwrap().to_string();
     a.ok("state_put", json!({ "context_id": ctx, "key": "from-a", "value": "1" }));

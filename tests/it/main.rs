@@ -36,3 +36,4 @@ mod three_nodes_converge;
 mod torture_crash;
 mod torture_partition;
 mod torture_soak;
+mod upgrade_policies;

@@ -66,6 +66,13 @@ pub enum ContextCmd {
         /// The context id.
         context_id: String,
     },
+    /// Move a context of a `manual` group to the group's target application, running the
+    /// upgrade's migration here if it names one; prints the governance op's id
+    /// (context_upgrade).
+    Upgrade {
+        /// The context id.
+        context_id: String,
+    },
     /// Compare heads and roots with every peer now and catch up where behind (context_sync).
     Sync {
         /// The context id.
@@ -189,6 +196,10 @@ pub async fn run(client: &Client, json_out: bool, cmd: ContextCmd) -> Result<(),
         ContextCmd::Delete { context_id } => {
             let r = client.ask(api.context_delete(ContextParams { context_id })).await?;
             print(json_out, &r, |_| String::new());
+        }
+        ContextCmd::Upgrade { context_id } => {
+            let r = client.ask(api.context_upgrade(ContextParams { context_id })).await?;
+            print(json_out, &r, |r| r.op_id.clone());
         }
         ContextCmd::Sync { context_id, wait, timeout } => {
             let r = client.ask(api.context_sync(ContextParams { context_id: context_id.clone() })).await?;

@@ -6,7 +6,7 @@ use weft_node::rpc::api::WeftApiClient as _;
 use weft_node::rpc::types::{
     ContextCapabilitiesParams, DefaultCapabilitiesParams, GroupCreateParams, GroupMembersParams, GroupParams,
     GroupUpgradeParams, MemberCapabilitiesParams, MemberParams, MemberRoleParams, NamespaceCreateParams, SignedOp,
-    UpgradeState,
+    UpgradePolicyParams, UpgradeState,
 };
 
 use super::client::{CliError, Client};
@@ -20,6 +20,9 @@ pub enum NamespaceCmd {
         /// An alias for its root group.
         #[arg(long)]
         alias: Option<String>,
+        /// Its root group's upgrade policy: automatic, manual (the default) or frozen.
+        #[arg(long)]
+        upgrade_policy: Option<String>,
     },
 }
 
@@ -41,6 +44,9 @@ pub enum GroupCmd {
         /// An alias for the new group.
         #[arg(long)]
         alias: Option<String>,
+        /// Its upgrade policy: automatic, manual (the default) or frozen.
+        #[arg(long)]
+        upgrade_policy: Option<String>,
     },
     /// Parent, namespace, application, admins, member count, contexts, upgrade (group_info).
     Info {
@@ -136,6 +142,15 @@ pub enum GroupCmd {
         /// The group id.
         group_id: String,
     },
+    /// Change how the group's contexts follow its application — automatic (all move on an
+    /// upgrade), manual (each moves with `weft context upgrade`) or frozen (no upgrades) —
+    /// and print the governance op's id; admins only (group_set_upgrade_policy).
+    SetUpgradePolicy {
+        /// The group id.
+        group_id: String,
+        /// automatic, manual or frozen.
+        policy: String,
+    },
     /// Delete a subgroup and the groups below it, and print the governance op's id; every
     /// member's node leaves their contexts (group_delete).
     Delete {
@@ -147,8 +162,9 @@ pub enum GroupCmd {
 /// Runs a `weft namespace` command.
 pub async fn namespace(client: &Client, json_out: bool, cmd: NamespaceCmd) -> Result<(), CliError> {
     match cmd {
-        NamespaceCmd::Create { alias } => {
-            let r = client.ask(client.api().namespace_create(NamespaceCreateParams { alias })).await?;
+        NamespaceCmd::Create { alias, upgrade_policy } => {
+            let params = NamespaceCreateParams { alias, upgrade_policy };
+            let r = client.ask(client.api().namespace_create(params)).await?;
             print(json_out, &r, |r| r.namespace_id.clone());
         }
     }
@@ -160,20 +176,21 @@ pub async fn group(client: &Client, json_out: bool, cmd: GroupCmd) -> Result<(),
     let api = client.api();
     let op = |r: &SignedOp| r.op_id.clone();
     match cmd {
-        GroupCmd::Create { parent_id, alias } => {
-            let r = client.ask(api.group_create(GroupCreateParams { parent_id, alias })).await?;
+        GroupCmd::Create { parent_id, alias, upgrade_policy } => {
+            let r = client.ask(api.group_create(GroupCreateParams { parent_id, alias, upgrade_policy })).await?;
             print(json_out, &r, |r| r.group_id.clone());
         }
         GroupCmd::Info { group_id } => {
             let r = client.ask(api.group_info(GroupParams { group_id })).await?;
             print(json_out, &r, |r| {
                 format!(
-                    "group        {}\nalias        {}\nparent       {}\nnamespace    {}\napplication  {}\nadmins       {}\nmembers      {}\ncontexts     {}\nupgrade      {}",
+                    "group        {}\nalias        {}\nparent       {}\nnamespace    {}\napplication  {}\npolicy       {}\nadmins       {}\nmembers      {}\ncontexts     {}\nupgrade      {}",
                     r.group_id,
                     text(&r.alias),
                     text(&r.parent_id),
                     r.namespace_id,
                     r.target_application_id,
+                    r.upgrade_policy,
                     r.admins.join(" "),
                     r.member_count,
                     r.contexts.join(" "),
@@ -226,6 +243,10 @@ pub async fn group(client: &Client, json_out: bool, cmd: GroupCmd) -> Result<(),
         GroupCmd::Upgrade { group_id, application_id, migration } => {
             let params = GroupUpgradeParams { group_id, application_id, migration };
             print(json_out, &client.ask(api.group_upgrade(params)).await?, op);
+        }
+        GroupCmd::SetUpgradePolicy { group_id, policy } => {
+            let params = UpgradePolicyParams { group_id, policy };
+            print(json_out, &client.ask(api.group_set_upgrade_policy(params)).await?, op);
         }
         GroupCmd::Delete { group_id } => {
             print(json_out, &client.ask(api.group_delete(GroupParams { group_id })).await?, op);

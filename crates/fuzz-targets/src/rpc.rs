@@ -17,7 +17,9 @@ use jsonrpsee::types::Params;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use weft_node::rpc::types::*;
-use weft_node::rpc::wire::{decode_base64, encode_action, encode_base64, parse_id, parse_params, parse_role};
+use weft_node::rpc::wire::{
+    decode_base64, encode_action, encode_base64, parse_id, parse_params, parse_role, parse_upgrade_policy,
+};
 use weft_node::service::Invitation;
 use weft_primitives::{ApplicationId, BlobId, ContextId, DeltaId, GroupId, Hash, PublicKey};
 
@@ -54,8 +56,11 @@ params! {
     BlobPutParams => |p: BlobPutParams| base64(&p.data),
     BlobParams => |p: BlobParams| id::<BlobId>(&p.blob_id),
     AppInstallParams => |p: AppInstallParams| base64(&p.bytecode),
-    NamespaceCreateParams => |_: NamespaceCreateParams| {},
-    GroupCreateParams => |p: GroupCreateParams| id::<GroupId>(&p.parent_id),
+    NamespaceCreateParams => |p: NamespaceCreateParams| optional(p.upgrade_policy.as_deref(), policy),
+    GroupCreateParams => |p: GroupCreateParams| {
+        id::<GroupId>(&p.parent_id);
+        optional(p.upgrade_policy.as_deref(), policy);
+    },
     GroupParams => |p: GroupParams| id::<GroupId>(&p.group_id),
     GroupMembersParams => |p: GroupMembersParams| {
         id::<GroupId>(&p.group_id);
@@ -162,6 +167,10 @@ params! {
         optional(p.group_id.as_deref(), id::<GroupId>);
         local_alias(&p.alias);
     },
+    UpgradePolicyParams => |p: UpgradePolicyParams| {
+        id::<GroupId>(&p.group_id);
+        policy(&p.policy);
+    },
 }
 
 /// The params type named `name` and its selector.
@@ -218,6 +227,13 @@ fn local_alias(text: &str) {
 fn role(text: &str) {
     if let Ok(role) = parse_role("role", text) {
         assert_eq!(role.to_string(), text, "a role prints otherwise than it parsed");
+    }
+}
+
+/// An upgrade policy field: what parses prints as it was given.
+fn policy(text: &str) {
+    if let Ok(policy) = parse_upgrade_policy("policy", Some(text)) {
+        assert_eq!(policy.as_str(), text, "an upgrade policy prints otherwise than it parsed");
     }
 }
 

@@ -47,3 +47,15 @@ pub enum RoleParseError {
         input: String,
     },
 }
+
+/// Why a string did not parse as an [`UpgradePolicy`](crate::UpgradePolicy).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum UpgradePolicyParseError {
+    /// Not one of `automatic`, `manual`, `frozen`.
+    #[error("unknown upgrade policy {input:?} (expected automatic, manual or frozen)")]
+    Unknown {
+        /// The rejected input.
+        input: String,
+    },
+}

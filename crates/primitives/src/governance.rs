@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use borsh::{BorshDeserialize, BorshSerialize};
 
-use crate::RoleParseError;
+use crate::{RoleParseError, UpgradePolicyParseError};
 
 /// A member's role in a group. Admins pass every capability check; a group
 /// must always keep at least one.
@@ -120,13 +120,43 @@ impl BitOr for Capabilities {
 /// How a group's contexts follow a change of its target application.
 #[derive(BorshSerialize, BorshDeserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum UpgradePolicy {
-    /// Contexts migrate as soon as the target changes.
-    Automatic,
-    /// Contexts migrate when an admin asks; the safe default.
+    /// Every context follows the target as soon as it changes; the default.
     #[default]
+    Automatic,
+    /// The target changes, and each context moves to it when a member holding
+    /// `MANAGE_APPLICATION` moves it (`ContextUpgraded`).
     Manual,
     /// The application is pinned; the target cannot change.
     Frozen,
+}
+
+impl UpgradePolicy {
+    /// The stable lowercase name used in the API and CLI.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            UpgradePolicy::Automatic => "automatic",
+            UpgradePolicy::Manual => "manual",
+            UpgradePolicy::Frozen => "frozen",
+        }
+    }
+}
+
+impl fmt::Display for UpgradePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for UpgradePolicy {
+    type Err = UpgradePolicyParseError;
+
+    /// Parses the names produced by [`UpgradePolicy::as_str`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [UpgradePolicy::Automatic, UpgradePolicy::Manual, UpgradePolicy::Frozen]
+            .into_iter()
+            .find(|policy| policy.as_str() == s)
+            .ok_or_else(|| UpgradePolicyParseError::Unknown { input: s.to_owned() })
+    }
 }
 
 #[cfg(test)]
@@ -170,7 +200,11 @@ mod tests {
     }
 
     #[test]
-    fn default_upgrade_policy_is_manual() {
-        assert_eq!(UpgradePolicy::default(), UpgradePolicy::Manual);
+    fn default_upgrade_policy_is_automatic() {
+        assert_eq!(UpgradePolicy::default(), UpgradePolicy::Automatic);
+        for policy in [UpgradePolicy::Automatic, UpgradePolicy::Manual, UpgradePolicy::Frozen] {
+            assert_eq!(policy.as_str().parse::<UpgradePolicy>(), Ok(policy));
+        }
+        assert!("Manual".parse::<UpgradePolicy>().is_err());
     }
 }

@@ -12,7 +12,7 @@
 //! [`OpBody`] Borsh-encodes with explicit tags, grouped by concern, so later
 //! kinds of op take a reserved tag without moving the others: `0x00–0x0F`
 //! groups, `0x10–0x1F` members, `0x20–0x2F` contexts (`0x23` a member joined a
-//! context), `0x30–0x3F` application and upgrades (`0x31–0x3F` reserved),
+//! context), `0x30–0x3F` application and upgrades (`0x33–0x3F` reserved),
 //! `0x40–0x4F` metadata, `0x50–0x5F` keys (`0x50` group key rotated, `0x51`
 //! namespace key rotated; the rest reserved), `0x60–0x6F` signing keys and
 //! invitations (`0x60` signing key set; the rest reserved), `0x70` a sealed body.
@@ -24,8 +24,8 @@
 //! context). So the ops those rules read — groups, membership, roles, capabilities, the
 //! context registry and key rotations — are *structural*: readable by every participant.
 //! The others are *group-private* ([`OpBody::is_group_private`]): aliases, the target
-//! application and its migration, signing keys, context joins and per-context
-//! capabilities. No rule outside their group reads them, so they travel with a
+//! application and its migration, the upgrade policy and per-context upgrades, signing
+//! keys, context joins and per-context capabilities. No rule outside their group reads them, so they travel with a
 //! [`OpBody::Sealed`] body, sealed under a key of the op's group ([`SignedOp::sign_sealed`]):
 //!
 //! ```text
@@ -222,6 +222,18 @@ pub enum OpBody {
         /// Migration method to run in each context.
         migration: Option<String>,
     } = 0x30,
+    /// Changes how the group's contexts follow its target application (an admin's op).
+    UpgradePolicySet {
+        /// The new policy.
+        policy: UpgradePolicy,
+    } = 0x31,
+    /// Moves one context of a `Manual` group to the group's current target application
+    /// (a holder of `MANAGE_APPLICATION`): every node holding the context moves its replica,
+    /// and a migration the group's upgrade names is run once, by the node that signed this.
+    ContextUpgraded {
+        /// The context.
+        context_id: ContextId,
+    } = 0x32,
     /// Sets (or, with an empty alias, clears) a human-readable name.
     AliasSet {
         /// What the alias names.
@@ -275,13 +287,15 @@ pub enum OpBody {
 
 impl OpBody {
     /// Whether this kind is group-private: read by no rule outside its group, so sealed
-    /// under the group's key once the group has one (aliases, target application,
-    /// signing keys, context joins, per-context capabilities).
+    /// under the group's key once the group has one (aliases, target application, upgrade
+    /// policy, per-context upgrades, signing keys, context joins, per-context capabilities).
     pub const fn is_group_private(&self) -> bool {
         matches!(
             self,
             OpBody::AliasSet { .. }
                 | OpBody::TargetApplicationSet { .. }
+                | OpBody::UpgradePolicySet { .. }
+                | OpBody::ContextUpgraded { .. }
                 | OpBody::SigningKeySet { .. }
                 | OpBody::ContextJoined { .. }
                 | OpBody::ContextCapabilitiesSet { .. }

@@ -666,6 +666,8 @@ fn op_body() {
         &OpBody::TargetApplicationSet { application_id: ApplicationId([0xa2; 32]), migration: Some("m".into()) },
         &["30", "a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2", "01", "01000000", "6d"].concat(),
     );
+    check(&OpBody::UpgradePolicySet { policy: UpgradePolicy::Frozen }, "3102");
+    check(&OpBody::ContextUpgraded { context_id: ctx }, &["32", C0].concat());
     check(
         &OpBody::AliasSet { target: AliasTarget::Context(ctx), alias: "ops".into() },
         &["40", "02", C0, "03000000", "6f7073"].concat(),

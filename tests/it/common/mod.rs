@@ -46,6 +46,15 @@ pub fn eventually<T>(within: Duration, what: &str, mut check: impl FnMut() -> Op
     }
 }
 
+/// Starts two nodes in `dir` (homes `a` and `b`; b bootstraps from a).
+pub fn two_nodes(dir: &Path) -> [Node; 2] {
+    let (home_a, home_b) = (dir.join("a"), dir.join("b"));
+    init(&home_a);
+    let a = Node::start(&home_a);
+    init_with(&home_b, &[&a.p2p_addr()]);
+    [a, Node::start(&home_b)]
+}
+
 /// Starts three nodes in `dir` (a, b, c; b and c bootstrap from a).
 pub fn three_nodes(dir: &Path) -> [Node; 3] {
     let homes: Vec<_> = ["a", "b", "c"].iter().map(|n| dir.join(n)).collect();

@@ -232,8 +232,15 @@ impl Corpus {
                 "AppInstallParams",
                 json(&AppInstallParams { name: "kv".into(), version: "1.0.0".into(), bytecode: "AGFzbQEAAAA=".into() }),
             ),
-            ("NamespaceCreateParams", json(&NamespaceCreateParams { alias: Some("ns".into()) })),
-            ("GroupCreateParams", json(&GroupCreateParams { parent_id: group.clone(), alias: Some("sub".into()) })),
+            ("NamespaceCreateParams", json(&NamespaceCreateParams { alias: Some("ns".into()), upgrade_policy: None })),
+            (
+                "GroupCreateParams",
+                json(&GroupCreateParams {
+                    parent_id: group.clone(),
+                    alias: Some("sub".into()),
+                    upgrade_policy: Some("automatic".into()),
+                }),
+            ),
             ("GroupParams", json(&GroupParams { group_id: s.sub.to_hex() })),
             (
                 "GroupMembersParams",
@@ -273,6 +280,7 @@ impl Corpus {
                     migration: Some("migrate_v2".into()),
                 }),
             ),
+            ("UpgradePolicyParams", json(&UpgradePolicyParams { group_id: group.clone(), policy: "manual".into() })),
             (
                 "AliasSetParams",
                 json(&AliasSetParams {

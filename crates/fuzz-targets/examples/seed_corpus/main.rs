@@ -104,7 +104,7 @@ fn main() {
     a.alias_set(AliasScope::Member, *b.identity().as_bytes(), Some(group), "bee").unwrap();
     a.group_set_default_capabilities(group, 0x3).unwrap();
     a.group_set_capabilities(group, b.identity(), 0x1 | 0x4).unwrap();
-    let sub = a.group_create(&group, Some("sub")).unwrap();
+    let sub = a.group_create(&group, Some("sub"), weft_primitives::UpgradePolicy::Manual).unwrap();
     let visitor = SecretKey::from_bytes(&[9; 32]).public_key();
     a.group_add_member(group, visitor, Role::ReadOnly).unwrap();
     a.group_set_role(group, visitor, Role::Member).unwrap();

@@ -98,23 +98,32 @@
 //! records the upgrade ([`GroupState::upgrade`], the same on every node). Moving
 //! contexts is each node's own work on its own replicas, so progress is
 //! node-local: [`Governance::apply_upgrade`] (called by the service when it
-//! signs or receives a `TargetApplicationSet` or `ContextRegistered` op) switches
-//! the `ContextMeta` of each of the group's contexts this node holds to the
-//! target application if it is installed here — a context *has moved* when its
-//! `ContextMeta` names the target — and writes, in the same batch (conditional on
-//! the `ContextMeta` it read), the context's migration record (0x2B: from, to,
-//! method, when, error) and the new progress (0x24). Without the application the
-//! record says why and the context is counted `failed` (it keeps running its
-//! application; calling `apply_upgrade` again after installing it moves it).
+//! signs or receives a `TargetApplicationSet`, `UpgradePolicySet`, `ContextUpgraded` or
+//! `ContextRegistered` op) switches the `ContextMeta` of the contexts that should move
+//! and that this node holds to the target application if it is installed here — a
+//! context *has moved* when its `ContextMeta` names the target — and writes, in the same
+//! batch (conditional on the `ContextMeta` it read), the context's migration record
+//! (0x2B: from, to, method, when, error) and the new progress (0x24). Without the
+//! application the record says why and the context is counted `failed` (it keeps running
+//! its application; calling `apply_upgrade` again after installing it moves it).
 //! The 0x24 status counts the group's contexts this node holds (`total`), those
 //! running the target (`completed`) and those that failed; when they add up it
-//! is `Completed { completed_at }`, and stays so. The op itself is the admin's
-//! request to migrate, so contexts move on it under both the `Automatic` and the
-//! `Manual` policy (a `Frozen` group refuses the op). The service also moves
-//! contexts when it starts (`NodeService::resume_upgrades`: an upgrade logged
-//! before a stop) and when it joins a context of an upgraded group. The migration
-//! method is recorded but not run: weft has no application runtime yet.
+//! is `Completed { completed_at }`, and stays so.
 //!
+//! Which contexts should move is the group's upgrade policy (`GroupMetaValue.upgrade_policy`,
+//! set at creation, changed by an admin's `UpgradePolicySet`): under `Automatic` every
+//! context of the group follows the target as soon as the op that changes it is folded;
+//! under `Manual` the op changes the target and records the upgrade, and each context stays
+//! on its application until a holder of `MANAGE_APPLICATION` moves it (`ContextUpgraded`,
+//! folded into [`GroupState::context_upgrades`], so every node — a later joiner too — agrees
+//! which contexts moved); a `Frozen` group refuses `TargetApplicationSet`. The service also
+//! moves contexts when it starts (`NodeService::resume_upgrades`: an upgrade logged
+//! before a stop) and when it joins a context of an upgraded group. An upgrade that names a
+//! migration moves a context when the migration's delta is applied instead (see the
+//! service's `apps`): under `Automatic` the node that signed the upgrade runs it on every
+//! context, under `Manual` the node that signed the context's `ContextUpgraded` runs it on
+//! that context.
+
 //! A member that lacks one of its group's keys (added after the last rotation,
 //! or left out of one) gets it from a member peer on request: see
 //! [`Governance::key_for_member`] and [`Governance::accept_key_envelope`], used by
@@ -146,8 +155,8 @@
 //! [`weft_primitives::NamespaceId::key_group`], and given to a new participant by key
 //! recovery ([`Governance::namespace_key_for_participant`]). See [`keys`].
 //!
-//! Not built yet here: running migration methods, and hiding which group a context is
-//! registered in from the namespace's other participants (`docs/group-keys.md`).
+//! Not built yet here: hiding which group a context is registered in from the namespace's
+//! other participants (`docs/group-keys.md`). (Migration methods are run by the service.)
 
 pub mod authorize;
 pub mod fold;

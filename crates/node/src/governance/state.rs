@@ -53,13 +53,18 @@
 //!   (`ContextJoined`, once per member and context); registering a context joins
 //!   its registrar. Leaving or being removed from the group, or the context being
 //!   detached, forgets the join.
+//! - **Upgrades.** A holder of `MANAGE_APPLICATION` changes the target application
+//!   (`TargetApplicationSet`) unless the group's policy is `Frozen`; only an admin changes
+//!   the policy (`UpgradePolicySet`), so only an admin lifts a freeze. Under `Manual`, a
+//!   holder of `MANAGE_APPLICATION` moves one registered context to the current target
+//!   (`ContextUpgraded`), once per target; under any other policy that op is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use weft_primitives::{
-    AliasTarget, Capabilities, ContextCapabilities, ContextId, GroupId, GroupMetaValue, GroupUpgradeStatus,
-    GroupUpgradeValue, KeyEnvelope, KeyId, NamespaceId, NonceWindow, OpBody, OpId, PublicKey, Role, SealedOpError,
-    SignedOp, UpgradePolicy,
+    AliasTarget, ApplicationId, Capabilities, ContextCapabilities, ContextId, GroupId, GroupMetaValue,
+    GroupUpgradeStatus, GroupUpgradeValue, KeyEnvelope, KeyId, NamespaceId, NonceWindow, OpBody, OpId, PublicKey, Role,
+    SealedOpError, SignedOp, UpgradePolicy,
 };
 
 /// How far beyond a signer's nonce floor a nonce may lie.
@@ -156,6 +161,14 @@ pub enum Rejection {
     /// The group's upgrade policy is Frozen.
     #[error("the group's application is frozen")]
     UpgradeFrozen,
+    /// Contexts are moved one at a time only under the `Manual` policy (under `Automatic`
+    /// they all follow the group's target; under `Frozen` it does not change).
+    #[error("the group's upgrade policy is not manual: its contexts move with the group")]
+    UpgradeNotManual,
+    /// The context runs, or was moved to, the group's target already (or the group was
+    /// never upgraded).
+    #[error("context {0} is on the group's target application already")]
+    NothingToUpgrade(ContextId),
     /// Another member or context of the group has this alias.
     #[error("alias {0:?} is taken in this group")]
     AliasTaken(String),
@@ -270,6 +283,10 @@ pub struct GroupState {
     pub children: BTreeSet<GroupId>,
     /// The latest upgrade (0x24).
     pub upgrade: Option<GroupUpgradeValue>,
+    /// The contexts moved one at a time under the `Manual` policy (`ContextUpgraded`):
+    /// context → the target it was moved to and the member that moved it (who runs the
+    /// upgrade's migration, if it names one). Group-private.
+    pub context_upgrades: BTreeMap<ContextId, (ApplicationId, PublicKey)>,
     /// The current group key's id: the last rotation that took effect. A fold
     /// result, the same on every node; the key itself is node-local (0x3A).
     pub key_id: Option<KeyId>,
@@ -312,6 +329,7 @@ impl GroupState {
             context_aliases: BTreeMap::new(),
             children: BTreeSet::new(),
             upgrade: None,
+            context_upgrades: BTreeMap::new(),
             key_id: None,
             key_holders: BTreeSet::new(),
             key_ids: BTreeSet::new(),
@@ -324,12 +342,14 @@ impl GroupState {
 
     /// This group with its private state (what group-private ops set) cleared: what every
     /// participant of the namespace agrees on, whatever keys it holds. (The target
-    /// application is reset too: an upgrade changes it.)
+    /// application and upgrade policy are reset too: private ops change them.)
     pub fn structural(&self) -> GroupState {
         let mut g = self.clone();
         g.meta.target_application_id = Default::default();
+        g.meta.upgrade_policy = UpgradePolicy::default();
         g.meta.migration = None;
         g.upgrade = None;
+        g.context_upgrades.clear();
         g.alias = None;
         g.member_aliases.clear();
         g.context_aliases.clear();
@@ -837,6 +857,21 @@ fn judge_in_group(
             }
             Ok(())
         }
+        // Freezing (or thawing) the application is an admin's decision: a holder of
+        // MANAGE_APPLICATION alone cannot lift a freeze.
+        OpBody::UpgradePolicySet { .. } => g.require_admin(signer),
+        OpBody::ContextUpgraded { context_id } => {
+            g.require(signer, Capabilities::MANAGE_APPLICATION)?;
+            if g.meta.upgrade_policy != UpgradePolicy::Manual {
+                return Err(Rejection::UpgradeNotManual);
+            }
+            registered(g, context_id)?;
+            let target = g.meta.target_application_id;
+            if g.upgrade.is_none() || g.context_upgrades.get(context_id).is_some_and(|(to, _)| *to == target) {
+                return Err(Rejection::NothingToUpgrade(*context_id));
+            }
+            Ok(())
+        }
         OpBody::AliasSet { target, alias } => {
             // A member may name itself; anything else needs MANAGE_METADATA.
             if *target != AliasTarget::Member(*signer) {
@@ -1026,6 +1061,7 @@ fn apply_in_group(g: &mut GroupState, op: &SignedOp, body: &OpBody) {
             g.joined.retain(|(ctx, _)| ctx != context_id);
             g.context_aliases.remove(context_id);
             g.context_capabilities.retain(|(ctx, _), _| ctx != context_id);
+            g.context_upgrades.remove(context_id);
         }
         OpBody::ContextCapabilitiesSet { context_id, identity, capabilities } => {
             g.context_capabilities.insert((*context_id, *identity), *capabilities);
@@ -1049,6 +1085,10 @@ fn apply_in_group(g: &mut GroupState, op: &SignedOp, body: &OpBody) {
             });
             g.meta.target_application_id = *application_id;
             g.meta.migration = migration.clone();
+        }
+        OpBody::UpgradePolicySet { policy } => g.meta.upgrade_policy = *policy,
+        OpBody::ContextUpgraded { context_id } => {
+            g.context_upgrades.insert(*context_id, (g.meta.target_application_id, c.signer));
         }
         OpBody::AliasSet { target, alias } => match target {
             AliasTarget::Group => g.alias = (!alias.is_empty()).then(|| alias.clone()),

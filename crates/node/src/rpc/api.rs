@@ -96,6 +96,14 @@ pub trait WeftApi {
     #[method(name = "group_upgrade_status", blocking)]
     fn group_upgrade_status(&self, params: GroupParams) -> RpcResult<UpgradeStatus>;
 
+    /// Changes how a group's contexts follow its target application (an admin's op).
+    #[method(name = "group_set_upgrade_policy", blocking)]
+    fn group_set_upgrade_policy(&self, params: UpgradePolicyParams) -> RpcResult<SignedOp>;
+
+    /// Moves one context of a `manual` group to the group's target application.
+    #[method(name = "context_upgrade", blocking)]
+    fn context_upgrade(&self, params: ContextParams) -> RpcResult<SignedOp>;
+
     /// Names a group, context or member (an empty alias clears it); with `local`, names a
     /// context, application or identity on this node only.
     #[method(name = "alias_set", blocking)]

@@ -27,7 +27,7 @@ use super::api::WeftApiServer;
 use super::error::{from_service, invalid_params};
 use super::subscriptions::{self, forward_events};
 use super::types::*;
-use super::wire::{self, encode_action, parse_id, parse_params, parse_role};
+use super::wire::{self, encode_action, parse_id, parse_params, parse_role, parse_upgrade_policy};
 use super::Shared;
 use crate::service::{NodeService, ServiceError};
 
@@ -110,6 +110,8 @@ pub fn module<B: Backend>(shared: Arc<Shared<B>>) -> Result<RpcModule<Api<B>>, j
     method(&mut m, "group_set_context_capabilities", Api::group_set_context_capabilities)?;
     method(&mut m, "group_upgrade", Api::group_upgrade)?;
     method(&mut m, "group_upgrade_status", Api::group_upgrade_status)?;
+    method(&mut m, "group_set_upgrade_policy", Api::group_set_upgrade_policy)?;
+    method(&mut m, "context_upgrade", Api::context_upgrade)?;
     method(&mut m, "alias_set", Api::alias_set)?;
     method(&mut m, "alias_resolve", Api::alias_resolve)?;
     // Aliases (issue 26 item 3): `aliases.rs`.
@@ -294,14 +296,16 @@ impl<B: Backend> WeftApiServer for Api<B> {
 
     fn namespace_create(&self, p: NamespaceCreateParams) -> RpcResult<CreatedNamespace> {
         let service = self.service()?;
-        let namespace_id = service.namespace_create(p.alias.as_deref()).map_err(svc_err(&service))?;
+        let policy = parse_upgrade_policy("upgrade_policy", p.upgrade_policy.as_deref())?;
+        let namespace_id = service.namespace_create(p.alias.as_deref(), policy).map_err(svc_err(&service))?;
         Ok(CreatedNamespace { namespace_id: namespace_id.to_hex() })
     }
 
     fn group_create(&self, p: GroupCreateParams) -> RpcResult<CreatedGroup> {
         let service = self.service()?;
         let parent = group_id("parent_id", &p.parent_id)?;
-        let group_id = service.group_create(&parent, p.alias.as_deref()).map_err(svc_err(&service))?;
+        let policy = parse_upgrade_policy("upgrade_policy", p.upgrade_policy.as_deref())?;
+        let group_id = service.group_create(&parent, p.alias.as_deref(), policy).map_err(svc_err(&service))?;
         Ok(CreatedGroup { group_id: group_id.to_hex() })
     }
 
@@ -317,6 +321,7 @@ impl<B: Backend> WeftApiServer for Api<B> {
             member_count: info.member_count as u64,
             contexts: strings(info.contexts.iter().map(|c| c.to_hex())),
             upgrade: info.upgrade.as_ref().map(upgrade),
+            upgrade_policy: info.upgrade_policy.as_str().to_owned(),
             alias: info.alias,
         })
     }
@@ -382,6 +387,18 @@ impl<B: Backend> WeftApiServer for Api<B> {
         let group = group_id("group_id", &p.group_id)?;
         let application: ApplicationId = parse_id("application_id", &p.application_id)?;
         signed(&service, service.group_set_application(group, application, p.migration))
+    }
+
+    fn group_set_upgrade_policy(&self, p: UpgradePolicyParams) -> RpcResult<SignedOp> {
+        let service = self.service()?;
+        let group = group_id("group_id", &p.group_id)?;
+        let policy = parse_upgrade_policy("policy", Some(&p.policy))?;
+        signed(&service, service.group_set_upgrade_policy(group, policy))
+    }
+
+    fn context_upgrade(&self, p: ContextParams) -> RpcResult<SignedOp> {
+        let service = self.service()?;
+        signed(&service, service.context_upgrade(context_id(&p.context_id)?))
     }
 
     fn group_upgrade_status(&self, p: GroupParams) -> RpcResult<UpgradeStatus> {

@@ -94,6 +94,18 @@ pub fn parse_role(field: &str, text: &str) -> Result<weft_primitives::Role, Erro
     text.parse().map_err(|_| invalid_params(field, format!("{text:?} is not a role: admin, member or read_only")))
 }
 
+/// Parses an upgrade policy name (`automatic`, `manual`, `frozen`); `None` is the default.
+pub fn parse_upgrade_policy(
+    field: &str,
+    text: Option<&str>,
+) -> Result<weft_primitives::UpgradePolicy, ErrorObjectOwned> {
+    text.map_or(Ok(weft_primitives::UpgradePolicy::default()), |text| {
+        text.parse().map_err(|_| {
+            invalid_params(field, format!("{text:?} is not an upgrade policy: automatic, manual or frozen"))
+        })
+    })
+}
+
 /// `limit` defaulted and clamped to `1..=max`.
 fn clamp(limit: Option<u32>, default: u32, max: u32) -> usize {
     usize::try_from(limit.unwrap_or(default).clamp(1, max)).unwrap_or(1)

@@ -381,24 +381,23 @@ struct MigrationRecord {
 }
 
 impl<B: Backend> NodeService<B> {
-    /// Carries out the group's upgrade that names migration `method`, on this node (the one
-    /// that started it): for each of the group's contexts held here that does not run the
-    /// target and has no record of this migration yet, runs `method` of the target
+    /// Carries out the group's upgrade that names migration `method` on `contexts` (those
+    /// whose migration is this node's to run: see `upgrade_migration`): for each of them
+    /// held here that does not run the target and has no record of this migration yet,
+    /// runs `method` of the target
     /// application once against the context's state (as this node's member identity) and
     /// commits its writes, events and a [`MigrationRecord`] as one delta. Every node that
     /// applies the delta (this one first) records the outcome and moves the context. A
     /// migration that fails (a trap, a limit, an application that cannot run) is committed as
     /// a record of the failure alone: the context stays on its application everywhere.
-    pub(super) fn run_migrations(&self, group_id: &GroupId, target: &ApplicationId, method: &str) {
+    pub(super) fn run_migrations(
+        &self,
+        group_id: &GroupId,
+        target: &ApplicationId,
+        method: &str,
+        contexts: &[ContextId],
+    ) {
         let _serial = lock(&self.apps.migrating);
-        let contexts = match self.governed_group(group_id) {
-            Ok(Some(group)) => group.contexts,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(%group_id, error = %e, "cannot list the group's contexts to migrate them");
-                return;
-            }
-        };
         let application = match self.store().get(&ApplicationKey { application_id: *target }) {
             Ok(application) => application,
             Err(e) => {
@@ -406,7 +405,7 @@ impl<B: Backend> NodeService<B> {
                 return;
             }
         };
-        for context_id in &contexts {
+        for context_id in contexts {
             match self.needs_migration(group_id, context_id, target) {
                 Ok(true) => {}
                 Ok(false) => continue,
@@ -490,8 +489,9 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// Records the migration a delta applied here reports, if it is the one the context's
-    /// group's upgrade names and its author started that upgrade; moves the context to the
-    /// upgrade's application when it succeeded (and that application is installed here).
+    /// group's upgrade names and its author is the one to run it (under `Manual` the member
+    /// that moved the context, else the one that started the upgrade); moves the context to
+    /// the upgrade's application when it succeeded (and that application is installed here).
     fn migration_applied(&self, context_id: &ContextId, author: &PublicKey, data: &[u8]) -> Result<(), ServiceError> {
         let Ok(marker) = borsh::from_slice::<MigrationRecord>(data) else {
             return Err(ServiceError::BadInput("a migration record that does not decode".into()));
@@ -503,9 +503,14 @@ impl<B: Backend> NodeService<B> {
         let Some(upgrade) = &group.upgrade else {
             return Err(ServiceError::Forbidden("a migration record for a group without an upgrade".into()));
         };
+        let runner = if group.meta.upgrade_policy == weft_primitives::UpgradePolicy::Manual {
+            group.context_upgrades.get(context_id).filter(|(to, _)| *to == marker.to_application).map(|(_, by)| *by)
+        } else {
+            Some(upgrade.initiated_by)
+        };
         if group.meta.target_application_id != marker.to_application
             || upgrade.migration.as_deref() != Some(&marker.method)
-            || upgrade.initiated_by != *author
+            || runner != Some(*author)
         {
             // An older upgrade's record, or one its author had no say in: nothing to do.
             return Ok(());

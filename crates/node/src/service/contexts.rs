@@ -53,7 +53,7 @@ impl<B: Backend> NodeService<B> {
         let (namespace_id, group_id) = match group {
             Some(group_id) => (self.governance.namespace_of(&group_id)?, group_id),
             None => {
-                let namespace_id = self.new_namespace(meta.application_id)?;
+                let namespace_id = self.new_namespace(meta.application_id, UpgradePolicy::default())?;
                 (namespace_id, namespace_id.root_group())
             }
         };
@@ -80,8 +80,12 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// Creates a namespace with this node as its admin (under a fresh key) and joins its topic.
-    pub(super) fn new_namespace(&self, application: ApplicationId) -> Result<NamespaceId, ServiceError> {
-        let (namespace_id, _) = self.governance.create_namespace(application, UpgradePolicy::default())?;
+    pub(super) fn new_namespace(
+        &self,
+        application: ApplicationId,
+        policy: UpgradePolicy,
+    ) -> Result<NamespaceId, ServiceError> {
+        let (namespace_id, _) = self.governance.create_namespace(application, policy)?;
         let genesis = self.governance.heads(&namespace_id)?;
         self.join_namespace(namespace_id);
         self.publish_ops(namespace_id, &genesis);

@@ -35,6 +35,8 @@ pub struct GroupInfo {
     pub contexts: Vec<ContextId>,
     /// Its latest upgrade.
     pub upgrade: Option<GroupUpgradeValue>,
+    /// How its contexts follow a change of its target application.
+    pub upgrade_policy: UpgradePolicy,
     /// Its alias.
     pub alias: Option<String>,
 }
@@ -64,7 +66,13 @@ fn may_shrink_participants(body: &OpBody) -> bool {
 
 /// Whether an op may leave contexts of its group off the group's target application.
 fn moves_contexts(body: &OpBody) -> bool {
-    matches!(body, OpBody::TargetApplicationSet { .. } | OpBody::ContextRegistered { .. })
+    matches!(
+        body,
+        OpBody::TargetApplicationSet { .. }
+            | OpBody::ContextRegistered { .. }
+            | OpBody::UpgradePolicySet { .. }
+            | OpBody::ContextUpgraded { .. }
+    )
 }
 
 /// What an alias names.
@@ -80,9 +88,9 @@ pub enum AliasScope {
 
 impl<B: Backend> NodeService<B> {
     /// Creates a namespace with this node as its admin (under a fresh key), with `alias` on
-    /// its root group.
-    pub fn namespace_create(&self, alias: Option<&str>) -> Result<NamespaceId, ServiceError> {
-        let namespace_id = self.new_namespace(ApplicationId::default())?;
+    /// its root group and `policy` its upgrade policy.
+    pub fn namespace_create(&self, alias: Option<&str>, policy: UpgradePolicy) -> Result<NamespaceId, ServiceError> {
+        let namespace_id = self.new_namespace(ApplicationId::default(), policy)?;
         if let Some(alias) = alias {
             self.act(namespace_id.root_group(), OpBody::AliasSet { target: AliasTarget::Group, alias: alias.into() })?;
         }
@@ -90,12 +98,17 @@ impl<B: Backend> NodeService<B> {
     }
 
     /// Creates a subgroup of `parent` (this node needs `CREATE_SUBGROUP` there) with this
-    /// node as its first admin, running the parent's target application.
-    pub fn group_create(&self, parent: &GroupId, alias: Option<&str>) -> Result<GroupId, ServiceError> {
+    /// node as its first admin, running the parent's target application under `policy`.
+    pub fn group_create(
+        &self,
+        parent: &GroupId,
+        alias: Option<&str>,
+        policy: UpgradePolicy,
+    ) -> Result<GroupId, ServiceError> {
         let namespace_id = self.governance.namespace_of(parent)?;
         let key = self.member_key(&namespace_id)?;
         let application = self.governance.group_meta(parent)?.target_application_id;
-        let (group_id, op) = self.governance.create_group(*parent, &key, application, UpgradePolicy::default())?;
+        let (group_id, op) = self.governance.create_group(*parent, &key, application, policy)?;
         self.publish_ops(namespace_id, &[op]);
         self.rekey(&group_id);
         if let Some(alias) = alias {
@@ -120,6 +133,7 @@ impl<B: Backend> NodeService<B> {
             contexts: group.contexts.iter().copied().collect(),
             // This node's progress (0x24), not the fold's initial counters.
             upgrade: self.governance.upgrade(group_id)?,
+            upgrade_policy: group.meta.upgrade_policy,
             alias: group.alias.clone(),
         })
     }
@@ -258,9 +272,9 @@ impl<B: Backend> NodeService<B> {
         // restart that interrupted them.
         match self.upgrade_migration(group_id) {
             Ok(None) => {}
-            Ok(Some((target, method, started_here))) => {
-                if started_here {
-                    self.run_migrations(group_id, &target, &method);
+            Ok(Some((target, method, ours))) => {
+                if !ours.is_empty() {
+                    self.run_migrations(group_id, &target, &method, &ours);
                 }
                 return;
             }
@@ -289,18 +303,30 @@ impl<B: Backend> NodeService<B> {
         }
     }
 
-    /// The target and migration of the group's upgrade, if it names one, and whether this
-    /// node started it.
-    fn upgrade_migration(&self, group_id: &GroupId) -> Result<Option<(ApplicationId, String, bool)>, ServiceError> {
+    /// The target and migration of the group's upgrade, if it names one, and the contexts
+    /// whose migration this node runs: under `Manual` those whose `ContextUpgraded` it
+    /// signed, under any other policy every context of the group if it signed the upgrade.
+    fn upgrade_migration(
+        &self,
+        group_id: &GroupId,
+    ) -> Result<Option<(ApplicationId, String, Vec<ContextId>)>, ServiceError> {
         let namespace_id = self.governance.namespace_of(group_id)?;
         let state = self.governance.state(&namespace_id)?;
         let Some(group) = state.group(group_id) else { return Ok(None) };
-        let Some(method) = group.upgrade.as_ref().and_then(|u| u.migration.clone()) else { return Ok(None) };
-        let started_here = match self.member_key(&namespace_id) {
-            Ok(key) => group.upgrade.as_ref().is_some_and(|u| u.initiated_by == key.public_key()),
-            Err(_) => false,
+        let Some(upgrade) = &group.upgrade else { return Ok(None) };
+        let Some(method) = upgrade.migration.clone() else { return Ok(None) };
+        let target = group.meta.target_application_id;
+        let Ok(me) = self.member_key(&namespace_id).map(|k| k.public_key()) else {
+            return Ok(Some((target, method, Vec::new())));
         };
-        Ok(Some((group.meta.target_application_id, method, started_here)))
+        let ours = if group.meta.upgrade_policy == UpgradePolicy::Manual {
+            group.context_upgrades.iter().filter(|(_, moved)| **moved == (target, me)).map(|(c, _)| *c).collect()
+        } else if upgrade.initiated_by == me {
+            group.contexts.iter().copied().collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Some((target, method, ours)))
     }
 
     /// Keeps a group's key current — an admin's job, done by each admin's node: rotates
@@ -421,6 +447,27 @@ impl<B: Backend> NodeService<B> {
         migration: Option<String>,
     ) -> Result<OpId, ServiceError> {
         let op = self.act(group_id, OpBody::TargetApplicationSet { application_id, migration })?;
+        self.apply_upgrade(&group_id);
+        Ok(op)
+    }
+
+    /// Changes the group's upgrade policy (an admin's op). Contexts that should now follow
+    /// the target (a `Manual` group made `Automatic`) move at once.
+    pub fn group_set_upgrade_policy(&self, group_id: GroupId, policy: UpgradePolicy) -> Result<OpId, ServiceError> {
+        let op = self.act(group_id, OpBody::UpgradePolicySet { policy })?;
+        self.apply_upgrade(&group_id);
+        Ok(op)
+    }
+
+    /// Moves one context of a `Manual` group to the group's target application: signs
+    /// `ContextUpgraded`, which every node holding the context folds and follows, and moves
+    /// this node's replica (running the upgrade's migration, if it names one, here).
+    pub fn context_upgrade(&self, context_id: ContextId) -> Result<OpId, ServiceError> {
+        let group_id = self
+            .governance
+            .group_of_context(&context_id)?
+            .ok_or_else(|| ServiceError::NotFound { what: "context", id: context_id.to_hex() })?;
+        let op = self.act(group_id, OpBody::ContextUpgraded { context_id })?;
         self.apply_upgrade(&group_id);
         Ok(op)
     }

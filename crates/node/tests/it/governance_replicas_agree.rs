@@ -13,8 +13,8 @@ use governance_support::*;
 use proptest::prelude::*;
 use weft_node::governance::{rotation_body, GovernanceError};
 use weft_primitives::{
-    AliasTarget, Capabilities, ContextCapabilities, ContextId, GroupId, GroupKey, NamespaceId, OpBody, Role, SecretKey,
-    SignedOp, UpgradePolicy,
+    AliasTarget, ApplicationId, Capabilities, ContextCapabilities, ContextId, GroupId, GroupKey, NamespaceId, OpBody,
+    Role, SecretKey, SignedOp, UpgradePolicy,
 };
 use weft_store::schema::ContextConfig;
 use weft_store::Read;
@@ -47,11 +47,12 @@ fn signer() -> impl Strategy<Value = usize> {
 }
 
 /// Op kinds, weighted towards membership changes (11: a key rotation of the root group;
-/// 12: a signing key registered; 13: the signer joins a context).
+/// 12: a signing key registered; 13: the signer joins a context; 14–16: an upgrade, a policy
+/// change, a context moved under the manual policy).
 fn kind() -> impl Strategy<Value = u8> {
     prop_oneof![7 => Just(0u8), 2 => Just(2u8), 1 => Just(3u8), 3 => Just(4u8), 2 => Just(5u8), 1 => Just(6u8),
         2 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => Just(10u8), 3 => Just(11u8), 2 => Just(12u8),
-        2 => Just(13u8)]
+        2 => Just(13u8), 1 => Just(14u8), 1 => Just(15u8), 2 => Just(16u8)]
 }
 
 fn role(r: u8) -> Role {
@@ -82,6 +83,11 @@ fn body(kind: u8, target: &SecretKey, r: u8) -> OpBody {
             OpBody::SigningKeySet { key_id: weft_primitives::signing_key_id(&public_key), public_key }
         }
         13 => OpBody::ContextJoined { context_id: ctx },
+        14 => OpBody::TargetApplicationSet { application_id: ApplicationId([0xA0 + r; 32]), migration: None },
+        15 => OpBody::UpgradePolicySet {
+            policy: [UpgradePolicy::Automatic, UpgradePolicy::Manual, UpgradePolicy::Frozen][usize::from(r % 3)],
+        },
+        16 => OpBody::ContextUpgraded { context_id: ctx },
         // A subgroup of the root; the caller fills in parent, admin and id.
         _ => OpBody::GroupCreated {
             parent: None,

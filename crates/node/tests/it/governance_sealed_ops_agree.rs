@@ -44,7 +44,7 @@ fn step() -> impl Strategy<Value = Step> {
         prop_oneof![2 => Just(0usize), 1 => 1..SIGNERS],
         prop_oneof![4 => Just(0u8), 1 => Just(2u8), 1 => Just(4u8), 2 => Just(7u8), 2 => Just(8u8), 2 => Just(9u8),
             2 => Just(11u8), 1 => Just(12u8), 2 => Just(13u8), 2 => Just(10u8), 2 => Just(14u8), 3 => Just(15u8),
-            2 => Just(16u8)],
+            2 => Just(16u8), 1 => Just(17u8), 1 => Just(18u8), 2 => Just(19u8)],
         0..SIGNERS,
         0u8..3,
         prop_oneof![3 => Just(None), 1 => (0..REPLICAS, 0..REPLICAS).prop_map(Some)],
@@ -123,6 +123,23 @@ fn author(steps: &[Step]) -> Authored {
             13 => (root, OpBody::ContextJoined { context_id: ctx }),
             15 => (sub.unwrap_or(root), OpBody::AliasSet { target: AliasTarget::Group, alias: format!("g{}", s.r) }),
             16 => (sub.unwrap_or(root), OpBody::MemberAdded { identity: target, role: role(s.r) }),
+            // Upgrades, policy changes and per-context moves: private ops whose rules read
+            // each other (a frozen target, a manual policy, the target a context moved to).
+            17 => (
+                root,
+                OpBody::TargetApplicationSet {
+                    application_id: weft_primitives::ApplicationId([0xA0 + s.r; 32]),
+                    migration: None,
+                },
+            ),
+            18 => (
+                root,
+                OpBody::UpgradePolicySet {
+                    policy: [UpgradePolicy::Automatic, UpgradePolicy::Manual, UpgradePolicy::Frozen]
+                        [usize::from(s.r % 3)],
+                },
+            ),
+            19 => (root, OpBody::ContextUpgraded { context_id: ctx }),
             _ => (
                 GroupId::default(),
                 OpBody::GroupCreated {

@@ -10,7 +10,7 @@ use governance_support::*;
 use weft_node::governance::{GovernanceError, Rejection};
 use weft_primitives::{
     signing_key_id, ApplicationId, ApplicationMeta, Capabilities, ContextId, ContextMetaValue, GroupSigningKeyValue,
-    GroupUpgradeStatus, Hash, KeyId, OpBody, Role, SecretKey,
+    GroupUpgradeStatus, Hash, KeyId, OpBody, Role, SecretKey, UpgradePolicy,
 };
 use weft_store::schema::{ContextMeta, GroupMemberContext, GroupSigningKey};
 use weft_store::{PrefixBy, Read};
@@ -259,6 +259,70 @@ fn upgrade_progress_counts_partial_moves() {
     assert_eq!(moved.iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![a]);
     assert!(gov.last_migration(&root, &b).unwrap().is_none());
     assert!(matches!(gov.upgrade(&root).unwrap().unwrap().status, GroupUpgradeStatus::Completed { .. }));
+}
+
+#[test]
+fn a_manual_group_moves_only_the_contexts_moved_one_by_one() {
+    let gov = memory_governance();
+    let (ns, admin) = namespace(&gov);
+    let root = ns.root_group();
+    let operator = key(3);
+    gov.act(ns, root, &admin, OpBody::MemberAdded { identity: operator.public_key(), role: Role::Member }).unwrap();
+    let manage = Capabilities::MANAGE_APPLICATION;
+    gov.act(ns, root, &admin, OpBody::CapabilitiesSet { identity: operator.public_key(), capabilities: manage })
+        .unwrap();
+    let (a, b) = (ContextId([0xc1; 32]), ContextId([0xc2; 32]));
+    for c in [a, b] {
+        gov.act(ns, root, &admin, OpBody::ContextRegistered { context_id: c }).unwrap();
+        hold(&gov, c, 0xa1);
+    }
+    // Only an admin changes the policy; nothing moves one by one before an upgrade.
+    refused(&gov, OpBody::UpgradePolicySet { policy: UpgradePolicy::Manual }, &operator, ns, {
+        Rejection::AdminRequired(operator.public_key())
+    });
+    gov.act(ns, root, &admin, OpBody::UpgradePolicySet { policy: UpgradePolicy::Manual }).unwrap();
+    assert_eq!(gov.group_meta(&root).unwrap().upgrade_policy, UpgradePolicy::Manual);
+    refused(&gov, OpBody::ContextUpgraded { context_id: a }, &admin, ns, Rejection::NothingToUpgrade(a));
+
+    // The upgrade changes the target; under Manual no context follows it on its own.
+    let target = ApplicationId([0xb2; 32]);
+    gov.act(ns, root, &admin, OpBody::TargetApplicationSet { application_id: target, migration: None }).unwrap();
+    assert!(gov.apply_upgrade(&root, |_| Some(application(0xb2))).unwrap().is_empty());
+    assert_eq!((app_of(&gov, a), app_of(&gov, b)), (ApplicationId([0xa1; 32]), ApplicationId([0xa1; 32])));
+    assert_eq!(
+        gov.upgrade(&root).unwrap().unwrap().status,
+        GroupUpgradeStatus::InProgress { total: 2, completed: 0, failed: 0 }
+    );
+
+    // A holder of MANAGE_APPLICATION moves one context: that one moves, once.
+    gov.act(ns, root, &operator, OpBody::ContextUpgraded { context_id: a }).unwrap();
+    let moved = gov.apply_upgrade(&root, |_| Some(application(0xb2))).unwrap();
+    assert_eq!(moved.iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![a]);
+    assert_eq!((app_of(&gov, a), app_of(&gov, b)), (target, ApplicationId([0xa1; 32])));
+    assert_eq!(
+        gov.upgrade(&root).unwrap().unwrap().status,
+        GroupUpgradeStatus::InProgress { total: 2, completed: 1, failed: 0 }
+    );
+    refused(&gov, OpBody::ContextUpgraded { context_id: a }, &admin, ns, Rejection::NothingToUpgrade(a));
+    let stranger = ContextId([0xc9; 32]);
+    refused(&gov, OpBody::ContextUpgraded { context_id: stranger }, &admin, ns, {
+        Rejection::ContextNotRegistered(stranger)
+    });
+
+    // Made Automatic, the rest follows; one-by-one moves are refused from then on.
+    gov.act(ns, root, &admin, OpBody::UpgradePolicySet { policy: UpgradePolicy::Automatic }).unwrap();
+    let moved = gov.apply_upgrade(&root, |_| Some(application(0xb2))).unwrap();
+    assert_eq!(moved.iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![b]);
+    assert!(matches!(gov.upgrade(&root).unwrap().unwrap().status, GroupUpgradeStatus::Completed { .. }));
+    refused(&gov, OpBody::ContextUpgraded { context_id: b }, &admin, ns, Rejection::UpgradeNotManual);
+
+    // Frozen: no upgrade, no one-by-one move; an admin thaws it.
+    gov.act(ns, root, &admin, OpBody::UpgradePolicySet { policy: UpgradePolicy::Frozen }).unwrap();
+    let next = OpBody::TargetApplicationSet { application_id: ApplicationId([0xb3; 32]), migration: None };
+    refused(&gov, next.clone(), &operator, ns, Rejection::UpgradeFrozen);
+    refused(&gov, OpBody::ContextUpgraded { context_id: a }, &admin, ns, Rejection::UpgradeNotManual);
+    gov.act(ns, root, &admin, OpBody::UpgradePolicySet { policy: UpgradePolicy::Manual }).unwrap();
+    gov.act(ns, root, &operator, next).unwrap();
 }
 
 /// Every permutation of `items`.

@@ -96,7 +96,7 @@ async fn a_removal_whose_rotation_was_lost_is_rotated_for_at_network_start() {
     let removed = SecretKey::generate().public_key();
     let (namespace_id, before) = {
         let svc = service(store.clone(), key.clone(), Arc::new(NodeMetrics::new()));
-        let namespace_id = svc.namespace_create(None).unwrap();
+        let namespace_id = svc.namespace_create(None, weft_primitives::UpgradePolicy::Manual).unwrap();
         let root = namespace_id.root_group();
         // Added through the service: the key is rotated and sent to the new member.
         svc.act(root, OpBody::MemberAdded { identity: removed, role: Role::Member }).unwrap();

@@ -1,9 +1,11 @@
 //! Upgrades: moving this node's replicas of a group's contexts to the group's target
 //! application, and this node's progress (0x24, 0x2B; node-local rows).
 
+use std::collections::BTreeSet;
+
 use weft_primitives::{
     ApplicationId, ApplicationMeta, ContextId, GroupContextLastMigrationValue, GroupId, GroupUpgradeStatus,
-    GroupUpgradeTallyValue, GroupUpgradeValue,
+    GroupUpgradeTallyValue, GroupUpgradeValue, UpgradePolicy,
 };
 use weft_store::schema::{
     Column, ContextConfig, ContextMeta, GroupContextLastMigration, GroupUpgradeKey, GroupUpgradeTally,
@@ -20,8 +22,13 @@ impl<B: Backend> Governance<B> {
     /// Moves this node's replicas of a group's contexts to the group's target
     /// application, records each move (0x2B) and this node's progress (0x24).
     ///
+    /// Which contexts move depends on the group's upgrade policy: under `Manual` only those
+    /// moved to the target one at a time (`ContextUpgraded`, [`crate::governance::GroupState::context_upgrades`]),
+    /// under any other every context of the group (under `Frozen` the target cannot change,
+    /// so that finishes an upgrade made before the freeze).
+    ///
     /// A context moves when its `ContextMeta` names the target application: for each
-    /// of the group's contexts this node holds that does not run it yet, `installed`
+    /// of those contexts this node holds that does not run it yet, `installed`
     /// gives the target's metadata (`None`: not installed here) and the context's
     /// metadata is switched to it in one batch with its migration record and the new
     /// progress — or, without the application, a failed record is written and the
@@ -33,8 +40,9 @@ impl<B: Backend> Governance<B> {
     ) -> Result<Vec<(ContextId, GroupContextLastMigrationValue)>, GovernanceError> {
         let _serial = lock(&self.migrations);
         let Some((upgrade, target, contexts)) = self.current_upgrade(group_id)? else { return Ok(Vec::new()) };
+        let movable = self.movable_contexts(group_id, &target)?;
         let mut written = Vec::new();
-        for context_id in &contexts {
+        for context_id in contexts.iter().filter(|c| movable.as_ref().is_none_or(|m| m.contains(c))) {
             for attempt in 0.. {
                 let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { break };
                 if meta.application.application_id == target {
@@ -177,6 +185,22 @@ impl<B: Backend> Governance<B> {
             }
         }
         Ok((total, completed, failed))
+    }
+
+    /// The contexts of a `Manual` group that were moved to `target` one at a time (`None`:
+    /// the group's policy is not `Manual`, every context follows the target).
+    pub fn movable_contexts(
+        &self,
+        group_id: &GroupId,
+        target: &ApplicationId,
+    ) -> Result<Option<BTreeSet<ContextId>>, GovernanceError> {
+        let namespace_id = self.namespace_of(group_id)?;
+        self.with_loaded(&namespace_id, |l| {
+            l.folded.state.group(group_id).and_then(|g| {
+                (g.meta.upgrade_policy == UpgradePolicy::Manual)
+                    .then(|| g.context_upgrades.iter().filter(|(_, (to, _))| to == target).map(|(c, _)| *c).collect())
+            })
+        })
     }
 
     /// The group's upgrade in the current fold, its target application and its contexts.

@@ -9,6 +9,9 @@ pub struct NamespaceCreateParams {
     /// The root group's alias.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alias: Option<String>,
+    /// The root group's upgrade policy: `automatic`, `manual` (the default) or `frozen`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_policy: Option<String>,
 }
 
 /// `namespace_create`'s result.
@@ -27,6 +30,9 @@ pub struct GroupCreateParams {
     /// The new group's alias.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alias: Option<String>,
+    /// Its upgrade policy: `automatic`, `manual` (the default) or `frozen`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_policy: Option<String>,
 }
 
 /// `group_create`'s result.
@@ -55,6 +61,9 @@ pub struct GroupInfo {
     pub contexts: Vec<String>,
     /// Its latest upgrade (null if none).
     pub upgrade: Option<Upgrade>,
+    /// How its contexts follow a change of its target application: `automatic`, `manual`
+    /// or `frozen`.
+    pub upgrade_policy: String,
     /// Its alias (null if none).
     pub alias: Option<String>,
 }
@@ -201,6 +210,16 @@ pub struct GroupUpgradeParams {
     /// The migration method to run in each context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration: Option<String>,
+}
+
+/// `group_set_upgrade_policy`'s params.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpgradePolicyParams {
+    /// The group id.
+    pub group_id: String,
+    /// `automatic`, `manual` or `frozen`.
+    pub policy: String,
 }
 
 /// The result of the methods that sign a governance op.

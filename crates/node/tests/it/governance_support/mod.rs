@@ -20,7 +20,7 @@ pub fn memory_governance() -> Gov {
 
 /// A namespace created on `gov`, with its admin's key.
 pub fn namespace(gov: &Gov) -> (NamespaceId, SecretKey) {
-    let (ns, _) = gov.create_namespace(ApplicationId([0xa1; 32]), UpgradePolicy::Manual).expect("namespace");
+    let (ns, _) = gov.create_namespace(ApplicationId([0xa1; 32]), UpgradePolicy::Automatic).expect("namespace");
     let admin = gov.identity(&ns).expect("identity");
     (ns, admin)
 }
