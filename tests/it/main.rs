@@ -30,6 +30,7 @@ mod network_events_reach_subscribers;
 mod peers_are_remembered;
 mod quick_start_two_nodes;
 mod restart_keeps_data;
+mod restarted_peer_behind_a_dead_connection;
 mod single_node_round_trip;
 mod snapshot_join_via_cli;
 mod three_nodes_converge;

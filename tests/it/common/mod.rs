@@ -131,12 +131,13 @@ pub fn drain(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
 }
 
 /// Spawns `weftd run` on an initialized home with `env` set; returns the child and what it
-/// writes to stdout and stderr.
+/// writes to stdout and stderr. It logs at `RUST_LOG=info`, or as `TEST_WEFTD_LOG` says (for
+/// example `TEST_WEFTD_LOG=info,weft_node::net=debug` to see the sync's debug lines).
 pub fn spawn_run(home: &Path, env: &[(&str, &str)]) -> (Child, Arc<Mutex<String>>, Arc<Mutex<String>>) {
     let mut child = Command::new(WEFTD)
         .args(["run", "--home"])
         .arg(home)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", std::env::var("TEST_WEFTD_LOG").unwrap_or_else(|_| "info".into()))
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

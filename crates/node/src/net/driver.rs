@@ -444,7 +444,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     // asks about; the following rounds take the rest in turn.
                     self.on_connected(peer_id);
                 } else {
-                    self.close_replaced(peer_id, connection_id);
+                    self.close_replaced(peer_id, Some(connection_id));
                     self.on_reconnected(peer_id);
                 }
             }
@@ -458,9 +458,20 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     self.known_peer_disconnected(peer_id);
                 }
             }
-            SwarmEvent::IncomingConnectionError { error: ListenError::Denied { cause }, send_back_addr, .. } => {
+            SwarmEvent::IncomingConnectionError {
+                error: ListenError::Denied { cause },
+                send_back_addr,
+                peer_id,
+                ..
+            } => {
                 self.count_denied(&cause);
                 tracing::debug!(addr = %send_back_addr, "inbound connection denied by the connection limits");
+                // A peer dialing while this node holds as many connections to it as allowed has
+                // lost them (it restarted behind them): the old ones are dead, so close them and
+                // its next dial gets through.
+                if let (Some(peer), Some(DenialReason::Peer)) = (peer_id, DenialReason::of(&cause)) {
+                    self.close_replaced(peer, None);
+                }
             }
             SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
                 if let DialError::Denied { cause } = &error {
@@ -507,18 +518,20 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
         }
     }
 
-    /// A new connection to a peer already connected replaces the ones opened at least
-    /// [`REPLACED_AFTER`] before it: they are closed. The peer dialed again while connected, so
-    /// it most likely restarted, and its old connection is dead without being closed yet (its
-    /// close was lost, as through a partition) — and libp2p would keep sending on it: the sync
-    /// protocol spreads requests over a peer's connections in turn, so half of them (binds
-    /// included) would be lost until TCP gave up on it, minutes later.
-    fn close_replaced(&mut self, peer: PeerId, newest: ConnectionId) {
+    /// A new connection to a peer already connected (`newest`), or one the connection limits
+    /// denied because this node holds as many to the peer as allowed (`None`), replaces the
+    /// ones opened at least [`REPLACED_AFTER`] before: they are closed. The peer dialed again
+    /// while connected, so it most likely restarted, and its old connections are dead without
+    /// being closed yet (their close was lost, as through a partition) — and libp2p would keep
+    /// sending on them: the sync protocol spreads requests over a peer's connections in turn,
+    /// so half of them (binds included) would be lost until TCP gave up, minutes later; and
+    /// with `max_connections_per_peer` dead ones, every new connection would be denied.
+    fn close_replaced(&mut self, peer: PeerId, newest: Option<ConnectionId>) {
         let Some(open) = self.connections.get(&peer) else { return };
         let now = Instant::now();
         let replaced: Vec<ConnectionId> = open
             .iter()
-            .filter(|(id, opened)| *id != newest && now.duration_since(*opened) >= REPLACED_AFTER)
+            .filter(|(id, opened)| Some(*id) != newest && now.duration_since(*opened) >= REPLACED_AFTER)
             .map(|(id, _)| *id)
             .collect();
         for id in replaced {

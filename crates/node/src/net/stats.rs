@@ -230,10 +230,10 @@ net_stats! {
     /// sent again at the next anti-entropy round (see `admission.rs`).
     binds_unanswered => Counter "sync_binds_unanswered"
         "Binds to a peer that got no answer (timed out, or their connection closed); each is sent again at the next round",
-    /// Connections closed because a newer one to the same peer replaced them (see
-    /// `Driver::close_replaced`).
+    /// Connections closed because a newer one to the same peer replaced them, or was denied by
+    /// the per-peer limit while they were held (see `Driver::close_replaced`).
     connections_replaced => Counter "p2p_connections_replaced"
-        "Connections to a peer closed because a newer one to the same peer replaced them (the peer restarted)",
+        "Connections to a peer closed because a newer one to the same peer replaced them or was denied by the per-peer limit (the peer restarted)",
     /// `Busy` answers peers gave to this node's requests.
     busy_received => Counter "sync_busy_received" "Busy answers peers gave to this node's sync requests",
     /// Blob chunks received from peers and stored.
