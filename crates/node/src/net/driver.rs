@@ -354,6 +354,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// logs to their key's topic if it changed, ask every peer for the status of that share, recover missing keys, retry or expire deferred deltas,
     /// drop idle snapshot sessions.
     fn on_tick(&mut self) {
+        self.stats.anti_entropy_rounds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let connected: HashSet<PeerId> = self.swarm.connected_peers().copied().collect();
         if connected.is_empty() {
             for addr in self.config.bootstrap.clone() {

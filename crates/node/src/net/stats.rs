@@ -71,6 +71,8 @@ macro_rules! net_stats {
 net_stats! {
     /// Gossip deltas accepted.
     gossip_accepted => Counter "gossip_accepted" "Deltas received by gossip and accepted",
+    /// Anti-entropy rounds run (one every `anti_entropy_interval_ms`, later on a busy node).
+    anti_entropy_rounds => Counter "sync_anti_entropy_rounds" "Anti-entropy rounds run",
     /// Gossip messages rejected as invalid.
     gossip_rejected => Counter "gossip_rejected" "Gossip and synced deltas rejected as invalid",
     /// Deltas applied from catch-up responses.

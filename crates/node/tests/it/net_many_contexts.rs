@@ -71,11 +71,12 @@ async fn quiet_contexts_cost_no_status_requests_and_a_change_still_syncs_within_
             }
         }
     }
-    // Settled (the first rounds compare everything once more), then ten idle rounds.
-    tokio::time::sleep(ROUND * 3).await;
+    // Settled (the first rounds compare everything once more), then ten idle rounds on each
+    // node, counted (not slept: a loaded machine runs rounds late).
     let sent = |n: &Node<weft_store::MemoryBackend>| n.net.stats().sync_requests_sent.load(Ordering::Relaxed);
+    after_rounds(&a, &b, 3).await;
     let before = (sent(&a), sent(&b));
-    tokio::time::sleep(ROUND * 10).await;
+    after_rounds(&a, &b, 10).await;
     let idle = (sent(&a) - before.0, sent(&b) - before.1);
     assert!(idle.0 + idle.1 < 80, "status requests over ten idle rounds: {idle:?}");
 
@@ -84,4 +85,16 @@ async fn quiet_contexts_cost_no_status_requests_and_a_change_still_syncs_within_
     let ctx = all[7];
     b.engine.write(&ctx, &author, put("y", "w")).unwrap();
     context_converged(&[&a, &b], ctx, ROUND * 20).await;
+}
+
+/// Waits until each of the nodes has run `count` more anti-entropy rounds.
+async fn after_rounds(a: &Node<weft_store::MemoryBackend>, b: &Node<weft_store::MemoryBackend>, count: u64) {
+    use std::sync::atomic::Ordering;
+    let rounds = |n: &Node<weft_store::MemoryBackend>| n.net.stats().anti_entropy_rounds.load(Ordering::Relaxed);
+    let targets = (rounds(a) + count, rounds(b) + count);
+    let deadline = std::time::Instant::now() + WITHIN;
+    while rounds(a) < targets.0 || rounds(b) < targets.1 {
+        assert!(std::time::Instant::now() < deadline, "{count} rounds did not run within {WITHIN:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
