@@ -60,6 +60,7 @@
 //!   (`ContextUpgraded`), once per target; under any other policy that op is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use weft_primitives::{
     AliasTarget, ApplicationId, Capabilities, ContextCapabilities, ContextId, GroupId, GroupMetaValue,
@@ -479,8 +480,10 @@ impl GroupState {
 pub struct GovState {
     /// The namespace.
     pub namespace_id: NamespaceId,
-    /// Live groups.
-    pub groups: BTreeMap<GroupId, GroupState>,
+    /// Live groups. Shared (`Arc`) so that a copy of the state — the fold keeps one after
+    /// every op ([`super::fold::Memo`]) — costs a pointer a group, not the group: an op changes
+    /// one group, and only that one is copied ([`GovState::group_mut`]).
+    pub groups: BTreeMap<GroupId, Arc<GroupState>>,
     /// Deleted groups (their ids are never reused).
     pub deleted: BTreeSet<GroupId>,
     /// Each signer's used nonces.
@@ -567,21 +570,26 @@ impl GovState {
     pub fn structural(&self) -> GovState {
         let mut s = self.clone();
         for g in s.groups.values_mut() {
-            *g = g.structural();
+            *g = Arc::new(g.structural());
         }
         s
     }
 
     /// A live group.
     pub fn group(&self, group_id: &GroupId) -> Option<&GroupState> {
-        self.groups.get(group_id)
+        self.groups.get(group_id).map(Arc::as_ref)
+    }
+
+    /// A live group, to change: copied first if another state shares it.
+    pub fn group_mut(&mut self, group_id: &GroupId) -> Option<&mut GroupState> {
+        self.groups.get_mut(group_id).map(Arc::make_mut)
     }
 
     fn live(&self, group_id: &GroupId) -> Result<&GroupState, Rejection> {
         if self.deleted.contains(group_id) {
             return Err(Rejection::GroupDeleted(*group_id));
         }
-        self.groups.get(group_id).ok_or(Rejection::UnknownGroup(*group_id))
+        self.group(group_id).ok_or(Rejection::UnknownGroup(*group_id))
     }
 
     /// The group a context is registered in.
@@ -731,7 +739,7 @@ pub fn perform(
             Some(Err(e)) => Err(BodyOutcome::Rejected(Rejection::SealedBody(e.clone()))),
             None => {
                 apply(state, op);
-                if let Some(g) = state.groups.get_mut(&c.group_id) {
+                if let Some(g) = state.group_mut(&c.group_id) {
                     g.held.get_or_insert((op.op_id, *key_id));
                 }
                 return BodyOutcome::Held;
@@ -750,7 +758,7 @@ pub fn perform(
         (_, _) if held => BodyOutcome::Held,
         (_, Some(BodyOutcome::Held)) => {
             // Held at its parents but not here (what held it was overruled): still unknown.
-            if let (Some(g), OpBody::Sealed { key_id, .. }) = (state.groups.get_mut(&c.group_id), &c.body) {
+            if let (Some(g), OpBody::Sealed { key_id, .. }) = (state.group_mut(&c.group_id), &c.body) {
                 g.held.get_or_insert((op.op_id, *key_id));
             }
             BodyOutcome::Held
@@ -759,7 +767,7 @@ pub fn perform(
         (Ok(body), _) => match judge_private(state, &c.group_id, &c.signer, body, stage) {
             Err(r) => BodyOutcome::Rejected(r),
             Ok(()) => {
-                if let Some(g) = state.groups.get_mut(&c.group_id) {
+                if let Some(g) = state.group_mut(&c.group_id) {
                     apply_in_group(g, op, body);
                 }
                 BodyOutcome::Applied
@@ -993,7 +1001,7 @@ pub fn apply(state: &mut GovState, op: &SignedOp) {
     match &c.body {
         body if body.is_group_private() => {}
         OpBody::Sealed { .. } => {
-            if let Some(g) = state.groups.get_mut(&c.group_id) {
+            if let Some(g) = state.group_mut(&c.group_id) {
                 g.sealed = true;
             }
         }
@@ -1011,8 +1019,8 @@ pub fn apply(state: &mut GovState, op: &SignedOp) {
                 admin_identity: *admin,
                 migration: None,
             };
-            state.groups.insert(c.group_id, GroupState::new(*parent, meta));
-            if let Some(p) = parent.and_then(|p| state.groups.get_mut(&p)) {
+            state.groups.insert(c.group_id, Arc::new(GroupState::new(*parent, meta)));
+            if let Some(p) = parent.and_then(|p| state.group_mut(&p)) {
                 p.children.insert(c.group_id);
             }
         }
@@ -1022,12 +1030,12 @@ pub fn apply(state: &mut GovState, op: &SignedOp) {
                 state.groups.remove(&id);
                 state.deleted.insert(id);
             }
-            if let Some(p) = parent.and_then(|p| state.groups.get_mut(&p)) {
+            if let Some(p) = parent.and_then(|p| state.group_mut(&p)) {
                 p.children.remove(&c.group_id);
             }
         }
         body => {
-            if let Some(g) = state.groups.get_mut(&c.group_id) {
+            if let Some(g) = state.group_mut(&c.group_id) {
                 apply_in_group(g, op, body);
             }
         }

@@ -175,7 +175,7 @@ fn the_namespace_key_goes_to_participants_and_is_rotated_when_one_is_gone() {
     let on_sub = gov.sign(ns, sub, &a, namespace_rotation_body(&state, &a, &fresh).unwrap()).unwrap();
     refused(&gov, ns, on_sub, "Rejected(NotRoot)");
     let mut partial = state.clone();
-    partial.groups.get_mut(&sub).unwrap().members.remove(&c.public_key());
+    partial.group_mut(&sub).unwrap().members.remove(&c.public_key());
     let missing_c = gov.sign(ns, root, &a, namespace_rotation_body(&partial, &a, &fresh).unwrap()).unwrap();
     refused(
         &gov,

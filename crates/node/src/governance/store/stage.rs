@@ -77,7 +77,7 @@ impl<B: Backend> Governance<B> {
         });
         let ids: BTreeSet<GroupId> = old.groups.keys().chain(new.groups.keys()).copied().collect();
         for group_id in ids {
-            self.stage_group(batch, new.namespace_id, group_id, old.groups.get(&group_id), new.groups.get(&group_id))?;
+            self.stage_group(batch, new.namespace_id, group_id, old.group(&group_id), new.group(&group_id))?;
         }
         // Each context's member directory and members revision (see `directory`); the
         // caller holds `context::config::lock` until the batch is written.
