@@ -64,7 +64,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Bytes the loopback interface has sent (each packet counted once), if readable.
 fn lo_bytes() -> Option<u64> {
-    std::fs::read_to_string("/sys/class/net/lo/statistics/tx_bytes").ok()?.trim().parse().ok()
+    // /proc/self/net/dev is the reader's network namespace (/sys/class/net, the mounter's).
+    let dev = std::fs::read_to_string("/proc/self/net/dev").ok()?;
+    let line = dev.lines().find_map(|l| l.trim_start().strip_prefix("lo:"))?;
+    // Receive: bytes packets errs drop fifo frame compressed multicast; then transmit bytes.
+    line.split_whitespace().nth(8)?.parse().ok()
 }
 
 fn lo_delta(before: Option<u64>) -> Value {
@@ -109,6 +113,7 @@ impl StoreKind {
 struct Node {
     router: Router,
     docs: Docs,
+    blobs: iroh_blobs::api::Store,
     // Keeps the node's directory (fs store) until the node is dropped.
     _dir: Option<tempfile::TempDir>,
 }
@@ -138,15 +143,19 @@ impl Node {
         }
         let docs = docs_builder.spawn(endpoint.clone(), blobs.clone(), gossip.clone()).await?;
         let router = Router::builder(endpoint)
-            .accept(iroh_blobs::ALPN, BlobsProtocol::new(&blobs, None))
+            .accept(iroh_blobs::ALPN, BlobsProtocol::new(&blobs.clone(), None))
             .accept(iroh_gossip::ALPN, gossip)
             .accept(iroh_docs::ALPN, docs.clone())
             .spawn();
-        Ok(Node { router, docs, _dir: dir })
+        Ok(Node { router, docs, blobs, _dir: dir })
     }
 
+    /// The node's id and the loopback socket it is bound to. Not `Endpoint::addr`, which
+    /// fills in the direct addresses as the endpoint discovers them: a ticket made too early
+    /// has none, and the joiner then waits for a peer it cannot dial.
     fn addr(&self) -> EndpointAddr {
-        self.router.endpoint().addr()
+        let endpoint = self.router.endpoint();
+        endpoint.bound_sockets().into_iter().fold(EndpointAddr::new(endpoint.id()), EndpointAddr::with_ip_addr)
     }
 
     async fn shutdown(self) -> Result<()> {
@@ -234,14 +243,30 @@ async fn wait_all(
     cond: impl Fn(&Seen) -> bool,
 ) -> Result<Duration> {
     let started = Instant::now();
+    let mut reported = started;
     loop {
         if seen.iter().all(|s| cond(&lock(s))) {
             return Ok(started.elapsed());
         }
+        // (neighbours, entries, visible) per node; one lock at a time.
+        let counts = || -> Vec<(usize, usize, usize)> {
+            seen.iter()
+                .map(|s| {
+                    let s = lock(s);
+                    (s.neighbors.len(), s.entries.len(), s.visible.len())
+                })
+                .collect()
+        };
         if started.elapsed() > within {
-            let counts: Vec<(usize, usize)> =
-                seen.iter().map(|s| (lock(s).entries.len(), lock(s).visible.len())).collect();
-            bail!("{what}: not reached within {within:?} (entries, visible per node: {counts:?})");
+            bail!("{what}: not reached within {within:?} (neighbours, entries, visible per node: {:?})", counts());
+        }
+        if reported.elapsed() > Duration::from_secs(10) {
+            eprintln!(
+                "iroh-docs: {what}: after {:?}, (neighbours, entries, visible) {:?}",
+                started.elapsed(),
+                counts()
+            );
+            reported = Instant::now();
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -310,46 +335,62 @@ async fn latency(kind: StoreKind, n: usize, rate: u64, seconds: u64) -> Result<V
         docs[0].set_bytes(author, key.clone(), value(&text)).await?;
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    wait_all(&seen, Duration::from_secs(30), "warm-up", |s| warm.iter().all(|k| s.visible.contains_key(k))).await?;
+    // Entries only: iroh-docs may leave a warm-up entry's content missing for good (see
+    // `missing_content` below), and the warm-up is not measured.
+    wait_all(&seen, Duration::from_secs(30), "warm-up", |s| warm.iter().all(|k| s.entries.contains_key(k))).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     eprintln!("iroh-docs: {n} nodes connected and warmed up; writing at {rate}/s for {seconds} s");
 
     let lo0 = lo_bytes();
     let total = rate * seconds;
     let interval = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
     let mut written: Vec<(Vec<u8>, Instant)> = Vec::with_capacity(total as usize);
+    let mut hashes: Vec<Hash> = Vec::with_capacity(total as usize);
     let started = Instant::now();
     for i in 0..total {
         tokio::time::sleep_until((started + interval.mul_f64(i as f64)).into()).await;
         let key = format!("lat/{i:08}");
         let v = value(&key);
         let t0 = Instant::now();
-        docs[0].set_bytes(author, key.clone().into_bytes(), v).await?;
+        let hash = docs[0].set_bytes(author, key.clone().into_bytes(), v).await?;
         written.push((key.into_bytes(), t0));
+        hashes.push(hash);
     }
     let writing = started.elapsed();
     let last_write = written.last().map(|(_, t)| *t).unwrap_or_else(Instant::now);
     let keys: Vec<Vec<u8>> = written.iter().map(|(k, _)| k.clone()).collect();
-    wait_all(&seen, Duration::from_secs(120), "all writes visible", |s| keys.iter().all(|k| s.visible.contains_key(k)))
-        .await?;
-    let converged_ms = last_write.elapsed().as_secs_f64() * 1e3;
+    // iroh-docs retries a failed content download only when a neighbour announces that content
+    // again, so some may never arrive: after 30 s they count as `missing_content`.
+    let all_visible = wait_all(&seen, Duration::from_secs(30), "all writes visible", |s| {
+        keys.iter().all(|k| s.visible.contains_key(k))
+    })
+    .await;
+    if let Err(e) = &all_visible {
+        eprintln!("iroh-docs: {e:#}");
+    }
+    let converged_ms = all_visible.ok().map(|_| last_write.elapsed().as_secs_f64() * 1e3);
     let wire = lo_delta(lo0);
 
     let mut visible = Vec::with_capacity(written.len());
     let mut entry_only = Vec::with_capacity(written.len());
-    let mut duplicates = 0;
+    let (mut duplicates, mut missing_entries, mut missing_content) = (0, 0, 0);
     {
         let guards: Vec<MutexGuard<'_, Seen>> = seen.iter().map(|s| lock(s)).collect();
         for (key, t0) in &written {
+            // The latest arrival over the receivers; `None` if one never saw it.
             let worst = |map: fn(&Seen) -> &HashMap<Vec<u8>, Instant>| {
-                guards
-                    .iter()
-                    .filter_map(|g| map(g).get(key))
-                    .map(|t| t.saturating_duration_since(*t0))
-                    .max()
-                    .unwrap_or_default()
+                guards.iter().try_fold(Duration::ZERO, |worst, g| {
+                    map(g).get(key).map(|t| worst.max(t.saturating_duration_since(*t0)))
+                })
             };
-            visible.push(worst(|s| &s.visible));
-            entry_only.push(worst(|s| &s.entries));
+            match worst(|s| &s.entries) {
+                Some(d) => entry_only.push(d),
+                None => missing_entries += 1,
+            }
+            match worst(|s| &s.visible) {
+                Some(d) => visible.push(d),
+                None => missing_content += 1,
+            }
         }
         for g in &guards {
             duplicates += g.duplicates;
@@ -368,6 +409,13 @@ async fn latency(kind: StoreKind, n: usize, rate: u64, seconds: u64) -> Result<V
     if counts.windows(2).any(|w| w[0] != w[1]) {
         bail!("the nodes hold different entry counts: {counts:?}");
     }
+    // The events' account checked against the receivers' blob stores.
+    let mut absent = 0u64;
+    for node in &nodes[1..] {
+        for hash in &hashes {
+            absent += u64::from(!node.blobs.has(*hash).await?);
+        }
+    }
     for task in tasks {
         task.abort();
     }
@@ -381,9 +429,78 @@ async fn latency(kind: StoreKind, n: usize, rate: u64, seconds: u64) -> Result<V
         "p99_ms": percentile(&visible, 99.0), "max_ms": percentile(&visible, 100.0),
         "mean_ms": (mean * 100.0).round() / 100.0,
         "entry_p50_ms": percentile(&entry_only, 50.0), "entry_p99_ms": percentile(&entry_only, 99.0),
-        "converged_ms": (converged_ms * 10.0).round() / 10.0,
+        "converged_ms": converged_ms.map(|ms| (ms * 10.0).round() / 10.0),
+        "missing_entries": missing_entries, "missing_content": missing_content,
+        "content_absent_in_stores": absent,
         "entry_count": counts.first().copied().unwrap_or(0), "duplicate_inserts": duplicates,
         "lo_bytes": wire,
+    }))
+}
+
+/// Waits until `seen` has `count` visible entries, giving up once that count has not grown for
+/// `stall`; how long it took, or `None` if it stalled.
+async fn wait_content(seen: &Arc<Mutex<Seen>>, count: usize, stall: Duration, what: &str) -> Option<Duration> {
+    let started = Instant::now();
+    let (mut last, mut moved, mut reported) = (0, Instant::now(), Instant::now());
+    loop {
+        let now = lock(seen).visible.len();
+        if now >= count {
+            return Some(started.elapsed());
+        }
+        if now != last {
+            (last, moved) = (now, Instant::now());
+        }
+        if moved.elapsed() > stall {
+            eprintln!("iroh-docs: {what}: content stalled at {now} of {count} for {stall:?}");
+            return None;
+        }
+        if reported.elapsed() > Duration::from_secs(10) {
+            eprintln!("iroh-docs: {what}: {now} of {count} with content after {:?}", started.elapsed());
+            reported = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// How many of `doc`'s entries have their content in `blobs`, and how many entries it holds.
+async fn content_present(doc: &Doc, blobs: &iroh_blobs::api::Store) -> Result<(u64, u64)> {
+    let stream = doc.get_many(Query::single_latest_per_key()).await?;
+    tokio::pin!(stream);
+    let (mut present, mut held) = (0, 0);
+    while let Some(entry) = stream.next().await {
+        held += 1;
+        present += u64::from(blobs.has(entry?.content_hash()).await?);
+    }
+    Ok((present, held))
+}
+
+fn secs(d: Duration) -> Value {
+    json!((d.as_secs_f64() * 100.0).round() / 100.0)
+}
+
+/// A sync measured from `started`: `count` entries arriving into `seen`, with their content.
+/// Entries-only time, and the time with content (`null` if the content stalled for 30 s;
+/// `content_present` then says how much of it the store holds).
+async fn measure_sync(
+    seen: &Arc<Mutex<Seen>>,
+    count: usize,
+    (started, lo0): (Instant, Option<u64>),
+    doc: &Doc,
+    node: &Node,
+    what: &str,
+) -> Result<Value> {
+    wait_all(std::slice::from_ref(seen), Duration::from_secs(1800), what, |s| s.entries.len() >= count).await?;
+    let entries = started.elapsed();
+    let with_content = wait_content(seen, count, Duration::from_secs(30), what).await.map(|_| started.elapsed());
+    let wire = lo_delta(lo0);
+    let (present, held) = content_present(doc, &node.blobs).await?;
+    eprintln!("iroh-docs: {what}: entries in {entries:?}, with content in {with_content:?}");
+    Ok(json!({
+            "entries_only_s": secs(entries),
+            "entries_only_per_s": (count as f64 / entries.as_secs_f64()).round(),
+            "with_content_s": with_content.map(secs),
+            "with_content_per_s": with_content.map(|d| (count as f64 / d.as_secs_f64()).round()),
+            "held": held, "content_present": present, "lo_bytes": wire,
     }))
 }
 
@@ -401,9 +518,10 @@ async fn catch_up_and_join(kind: StoreKind, missed: u64) -> Result<(Value, Value
     }
     let (doc_q, events) = q.docs.import_and_subscribe(ticket.clone()).await?;
     let (seen_q, task_q) = collect(Box::pin(events));
-    let seen = [seen_q];
-    wait_all(&seen, Duration::from_secs(30), "Q's first sync", |s| before.iter().all(|k| s.visible.contains_key(k)))
-        .await?;
+    wait_all(std::slice::from_ref(&seen_q), Duration::from_secs(30), "Q's first sync", |s| {
+        before.iter().all(|k| s.entries.contains_key(k))
+    })
+    .await?;
     // Q goes away: it leaves the document's live sync (the in-memory store cannot restart).
     doc_q.leave().await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -421,52 +539,27 @@ async fn catch_up_and_join(kind: StoreKind, missed: u64) -> Result<(Value, Value
     // A fresh subscription (leaving may have ended the first), counting the missed entries.
     task_q.abort();
     let (seen_q, task_q) = collect(doc_q.subscribe().await?);
-    let seen = [seen_q];
-    let missed_n = missed as usize;
-    let lo0 = lo_bytes();
-    let restarted = Instant::now();
+    let restarted = (Instant::now(), lo_bytes());
     doc_q.start_sync(vec![p.addr()]).await?;
-    let entries = wait_all(&seen, Duration::from_secs(1800), "Q's entries", |s| s.entries.len() >= missed_n).await?;
-    wait_all(&seen, Duration::from_secs(1800), "Q's content", |s| s.visible.len() >= missed_n).await?;
-    let took = restarted.elapsed();
-    let wire = lo_delta(lo0);
-    let held = entry_count(&doc_q).await?;
-    if held != total as u64 {
-        bail!("Q holds {held} entries, expected {total}");
+    let mut catch_up = measure_sync(&seen_q, missed as usize, restarted, &doc_q, &q, "Q catching up").await?;
+    catch_up["missed_entries"] = json!(missed);
+    catch_up["write_s"] = secs(writing);
+    if catch_up["held"] != json!(total) {
+        bail!("Q holds {} entries, expected {total}", catch_up["held"]);
     }
-    eprintln!("iroh-docs: caught up in {took:?} (entries in {entries:?})");
-    let catch_up = json!({
-        "missed_entries": missed, "write_s": (writing.as_secs_f64() * 100.0).round() / 100.0,
-        "catch_up_s": (took.as_secs_f64() * 100.0).round() / 100.0,
-        "entries_per_s": (missed as f64 / took.as_secs_f64()).round(),
-        "entries_only_s": (entries.as_secs_f64() * 100.0).round() / 100.0,
-        "held": held, "lo_bytes": wire,
-    });
     task_q.abort();
     doc_q.leave().await?;
     q.shutdown().await?;
 
     eprintln!("iroh-docs: a fresh node joins");
     let r = Node::spawn(kind).await?;
-    let lo0 = lo_bytes();
-    let joined = Instant::now();
+    let joined = (Instant::now(), lo_bytes());
     let (doc_r, events) = r.docs.import_and_subscribe(ticket).await?;
     let (seen_r, task_r) = collect(Box::pin(events));
-    let seen = [seen_r];
-    let entries = wait_all(&seen, Duration::from_secs(1800), "R's entries", |s| s.entries.len() >= total).await?;
-    wait_all(&seen, Duration::from_secs(1800), "R's content", |s| s.visible.len() >= total).await?;
-    let took = joined.elapsed();
-    let wire = lo_delta(lo0);
-    let held = entry_count(&doc_r).await?;
-    if held != total as u64 {
-        bail!("R holds {held} entries, expected {total}");
+    let join = measure_sync(&seen_r, total, joined, &doc_r, &r, "R joining").await?;
+    if join["held"] != json!(total) {
+        bail!("R holds {} entries, expected {total}", join["held"]);
     }
-    eprintln!("iroh-docs: joined in {took:?}");
-    let join = json!({
-        "keys": held, "join_s": (took.as_secs_f64() * 100.0).round() / 100.0,
-        "keys_per_s": (held as f64 / took.as_secs_f64()).round(),
-        "entries_only_s": ((entries.as_secs_f64() * 100.0).round() / 100.0), "lo_bytes": wire,
-    });
     task_r.abort();
     r.shutdown().await?;
     p.shutdown().await?;
