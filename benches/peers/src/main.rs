@@ -288,13 +288,18 @@ async fn entry_count(doc: &Doc) -> Result<u64> {
     Ok(n)
 }
 
-/// Nearest-rank percentile of sorted `values`, in milliseconds.
+/// Nearest-rank percentile of sorted `values`, in milliseconds (`null` if none, or if it falls on
+/// a write that never arrived, `Duration::MAX`).
 fn percentile(sorted: &[Duration], p: f64) -> Value {
     if sorted.is_empty() {
         return Value::Null;
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    let ms = sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e3;
+    let at = sorted[rank.clamp(1, sorted.len()) - 1];
+    if at == Duration::MAX {
+        return Value::Null;
+    }
+    let ms = at.as_secs_f64() * 1e3;
     json!((ms * 100.0).round() / 100.0)
 }
 
@@ -387,10 +392,10 @@ async fn latency(kind: StoreKind, n: usize, rate: u64, seconds: u64) -> Result<V
                 Some(d) => entry_only.push(d),
                 None => missing_entries += 1,
             }
-            match worst(|s| &s.visible) {
-                Some(d) => visible.push(d),
-                None => missing_content += 1,
-            }
+            // A write whose content never arrived ranks last, as an infinite latency.
+            let d = worst(|s| &s.visible);
+            missing_content += u64::from(d.is_none());
+            visible.push(d.unwrap_or(Duration::MAX));
         }
         for g in &guards {
             duplicates += g.duplicates;
@@ -398,7 +403,8 @@ async fn latency(kind: StoreKind, n: usize, rate: u64, seconds: u64) -> Result<V
     }
     visible.sort_unstable();
     entry_only.sort_unstable();
-    let mean = visible.iter().map(Duration::as_secs_f64).sum::<f64>() / visible.len().max(1) as f64 * 1e3;
+    let arrived: Vec<Duration> = visible.iter().copied().filter(|d| *d != Duration::MAX).collect();
+    let mean = arrived.iter().map(Duration::as_secs_f64).sum::<f64>() / arrived.len().max(1) as f64 * 1e3;
     let counts = {
         let mut counts = Vec::new();
         for doc in &docs {
@@ -428,6 +434,7 @@ async fn latency(kind: StoreKind, n: usize, rate: u64, seconds: u64) -> Result<V
         "p50_ms": percentile(&visible, 50.0), "p90_ms": percentile(&visible, 90.0),
         "p99_ms": percentile(&visible, 99.0), "max_ms": percentile(&visible, 100.0),
         "mean_ms": (mean * 100.0).round() / 100.0,
+        "arrived_p99_ms": percentile(&arrived, 99.0),
         "entry_p50_ms": percentile(&entry_only, 50.0), "entry_p99_ms": percentile(&entry_only, 99.0),
         "converged_ms": converged_ms.map(|ms| (ms * 10.0).round() / 10.0),
         "missing_entries": missing_entries, "missing_content": missing_content,
