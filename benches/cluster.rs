@@ -412,7 +412,7 @@ fn tcp_payload(ports: &[u16]) -> Option<u64> {
         args.extend(["sport", "=", &format!(":{port}"), "or", "dport", "=", &format!(":{port}")].map(String::from));
     }
     args.push(")".into());
-    let out = std::process::Command::new("ss").args(&args).output().ok()?;
+    let out = std::process::Command::new("ss").args(args).output().ok()?;
     if !out.status.success() {
         return None;
     }
