@@ -139,7 +139,7 @@ impl Node {
             }
         };
         if let Some(dir) = &dir {
-            std::fs::create_dir_all(Path::new(dir.path()).join("docs"))?;
+            std::fs::create_dir_all(dir.path().join("docs"))?;
         }
         let docs = docs_builder.spawn(endpoint.clone(), blobs.clone(), gossip.clone()).await?;
         let router = Router::builder(endpoint)
