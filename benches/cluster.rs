@@ -482,12 +482,15 @@ async fn catch_up_and_check(missed: u64) -> R<(String, String, String)> {
     };
     eprintln!("cluster: wrote {missed} deltas in {writing:?}; restarting the node");
     let p_port = tcp_port(&p_addr).ok_or("P's listen address has no TCP port")?;
+    // Before: no connection to P is open. After: the pair's, matched by either listening port
+    // (in one run none had P's: P had presumably dialled back from an ephemeral port).
     let (lo0, tcp0) = (lo_bytes(), tcp_payload(&[p_port]));
     let restarted = Instant::now();
     let q = start(open_engine(q_dir.path())?, 22, vec![p_addr.clone()], QUIET).await?;
     converged(&[&p, &q], Duration::from_secs(1800)).await?;
     let took = restarted.elapsed();
-    let (lo1, tcp1) = (lo_bytes(), tcp_payload(&[p_port]));
+    let lo1 = lo_bytes();
+    let tcp1 = tcp_payload(&[p_port, tcp_port(&listen_addr(&q.net).await?).unwrap_or(p_port)]);
     let q_view = q.engine.view(&CTX)?;
     if q_view.status.delta_count != missed + 10 {
         return Err(format!("Q holds {} deltas, expected {}", q_view.status.delta_count, missed + 10).into());
@@ -567,7 +570,8 @@ async fn catch_up_and_check(missed: u64) -> R<(String, String, String)> {
     let r = start(open_engine(r_dir.path())?, 23, vec![p_addr], QUIET).await?;
     converged(&[&p, &r], Duration::from_secs(1800)).await?;
     let took = joined.elapsed();
-    let (lo1, tcp1) = (lo_bytes(), tcp_payload(&[p_port]));
+    let lo1 = lo_bytes();
+    let tcp1 = tcp_payload(&[p_port, tcp_port(&listen_addr(&r.net).await?).unwrap_or(p_port)]);
     let r_view = r.engine.view(&CTX)?;
     if r.engine.recompute_root(&CTX)? != r_view.root_hash {
         return Err("R's stored root is not the root of its state".into());
