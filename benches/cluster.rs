@@ -38,6 +38,12 @@
 //!   the nudge until both hold equal roots at equal heads (checked, with each root
 //!   recomputed from its state). `0` keys skips the section.
 //!
+//! `latency`, `catch_up` and `snapshot_join` also give the bytes on the wire meanwhile, from
+//! kernel counters: `tcp_payload_bytes` (`ss`, the phase's connections, both directions) and
+//! `lo_bytes` (the loopback interface, headers and ACKs included; only this process's traffic
+//! in a network namespace of its own, as `./x bench peers` runs it, which compares them with
+//! iroh-docs'). Values are 100 bytes, distinct per key.
+//!
 //! Run: `cargo bench --workspace --bench cluster` (or `./x bench --bench cluster`). A quick
 //! smoke run: `WEFT_CLUSTER_SECONDS=2 WEFT_CLUSTER_CATCHUP=2000 cargo bench --workspace --bench cluster`.
 
@@ -87,8 +93,12 @@ fn app() -> ApplicationMeta {
     ApplicationMeta { name: "cluster-bench".into(), version: "1".into(), ..Default::default() }
 }
 
+/// One key, its value 100 bytes distinct per key (the key's BLAKE3 hash, then 0xAB), as the
+/// iroh-docs harness (`benches/peers`) writes: a content-addressed peer must fetch each.
 fn put(key: String) -> Vec<Action> {
-    vec![Action::Put { key: key.into_bytes(), value: vec![0xAB; 100] }]
+    let mut value = vec![0xAB; 100];
+    value[..32].copy_from_slice(blake3::hash(key.as_bytes()).as_bytes());
+    vec![Action::Put { key: key.into_bytes(), value }]
 }
 
 /// Opens (creating if need be) a RocksDB store in `dir` holding the context, with the
@@ -252,6 +262,8 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
         }));
     }
 
+    let ports: Vec<u16> = addrs.iter().filter_map(tcp_port).collect();
+    let (lo0, tcp0) = (lo_bytes(), tcp_payload(&ports));
     let total = rate * seconds;
     let writer = {
         let engine = nodes[0].engine.clone();
@@ -283,6 +295,7 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
     let last_write = written.last().map(|(_, t)| *t).unwrap_or_else(Instant::now);
     converged(&all, Duration::from_secs(120)).await?;
     let converged_ms = last_write.elapsed().as_secs_f64() * 1e3;
+    let (lo1, tcp1) = (lo_bytes(), tcp_payload(&ports));
     // Let the collectors drain what is already in their queues.
     tokio::time::sleep(Duration::from_millis(200)).await;
     for c in &collectors {
@@ -325,7 +338,8 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
             "{{\"nodes\":{},\"rate_per_s\":{},\"seconds\":{},\"writes\":{},\"achieved_rate_per_s\":{:.0},",
             "\"measured\":{},\"missing\":{},\"lagged_events\":{},",
             "\"p50_ms\":{},\"p90_ms\":{},\"p99_ms\":{},\"max_ms\":{},\"mean_ms\":{:.2},",
-            "\"root_checks\":{},\"root_mismatches\":{},\"converged_ms\":{:.1},\"delta_count\":{}}}"
+            "\"root_checks\":{},\"root_mismatches\":{},\"converged_ms\":{:.1},\"delta_count\":{},",
+            "\"lo_bytes\":{},\"tcp_payload_bytes\":{}}}"
         ),
         n,
         rate,
@@ -344,6 +358,8 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
         mismatches,
         converged_ms,
         delta_count,
+        delta_json(lo0, lo1),
+        delta_json(tcp0, tcp1),
     ))
 }
 
@@ -383,6 +399,52 @@ fn tcp_bytes(port: u16) -> Option<(u64, u64)> {
     Some((sum("bytes_sent:"), sum("bytes_received:")))
 }
 
+/// TCP payload bytes, both directions, of this host's established connections from or to any
+/// of `ports`: the sum of what each socket sent, from `ss` (one socket per line whatever its
+/// ports, so a connection between two listening ports, as libp2p's port reuse makes, counts
+/// once). `None` without `ss`.
+fn tcp_payload(ports: &[u16]) -> Option<u64> {
+    let mut args: Vec<String> = ["-tinH", "state", "established", "("].map(String::from).to_vec();
+    for (i, port) in ports.iter().enumerate() {
+        if i > 0 {
+            args.push("or".into());
+        }
+        args.extend(["sport", "=", &format!(":{port}"), "or", "dport", "=", &format!(":{port}")].map(String::from));
+    }
+    args.push(")".into());
+    let out = std::process::Command::new("ss").args(args).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(
+        text.split_whitespace()
+            .filter_map(|t| t.strip_prefix("bytes_sent:"))
+            .filter_map(|v| v.parse::<u64>().ok())
+            .sum(),
+    )
+}
+
+/// Bytes the loopback interface has sent (each packet once, IP and TCP headers and ACKs
+/// included): the kernel's counter, which the iroh-docs harness reads too (it speaks QUIC over
+/// UDP, which `ss` does not count). Only this process's traffic in a network namespace of its
+/// own (`./x bench peers` runs the harnesses in one). `None` if unreadable.
+fn lo_bytes() -> Option<u64> {
+    // /proc/self/net/dev is the reader's network namespace (/sys/class/net, the mounter's).
+    let dev = std::fs::read_to_string("/proc/self/net/dev").ok()?;
+    let line = dev.lines().find_map(|l| l.trim_start().strip_prefix("lo:"))?;
+    // Receive: bytes packets errs drop fifo frame compressed multicast; then transmit bytes.
+    line.split_whitespace().nth(8)?.parse().ok()
+}
+
+/// `after - before` as JSON (`null` if either is missing).
+fn delta_json(before: Option<u64>, after: Option<u64>) -> String {
+    match (before, after) {
+        (Some(b), Some(a)) => a.saturating_sub(b).to_string(),
+        _ => "null".into(),
+    }
+}
+
 fn tcp_port(addr: &Multiaddr) -> Option<u16> {
     let text = addr.to_string();
     let mut parts = text.split('/');
@@ -419,10 +481,16 @@ async fn catch_up_and_check(missed: u64) -> R<(String, String, String)> {
         .await??
     };
     eprintln!("cluster: wrote {missed} deltas in {writing:?}; restarting the node");
+    let p_port = tcp_port(&p_addr).ok_or("P's listen address has no TCP port")?;
+    // Before: no connection to P is open. After: the pair's, matched by either listening port
+    // (in one run none had P's: P had presumably dialled back from an ephemeral port).
+    let (lo0, tcp0) = (lo_bytes(), tcp_payload(&[p_port]));
     let restarted = Instant::now();
     let q = start(open_engine(q_dir.path())?, 22, vec![p_addr.clone()], QUIET).await?;
     converged(&[&p, &q], Duration::from_secs(1800)).await?;
     let took = restarted.elapsed();
+    let lo1 = lo_bytes();
+    let tcp1 = tcp_payload(&[p_port, tcp_port(&listen_addr(&q.net).await?).unwrap_or(p_port)]);
     let q_view = q.engine.view(&CTX)?;
     if q_view.status.delta_count != missed + 10 {
         return Err(format!("Q holds {} deltas, expected {}", q_view.status.delta_count, missed + 10).into());
@@ -434,7 +502,8 @@ async fn catch_up_and_check(missed: u64) -> R<(String, String, String)> {
     let catch_up = format!(
         concat!(
             "{{\"missed_deltas\":{},\"write_s\":{:.2},\"catch_up_s\":{:.2},\"deltas_per_s\":{:.0},",
-            "\"synced_deltas\":{},\"sync_requests\":{},\"bytes_received\":{}}}"
+            "\"synced_deltas\":{},\"sync_requests\":{},\"bytes_received\":{},\"lo_bytes\":{},",
+            "\"tcp_payload_bytes\":{}}}"
         ),
         missed,
         writing.as_secs_f64(),
@@ -443,12 +512,13 @@ async fn catch_up_and_check(missed: u64) -> R<(String, String, String)> {
         q.net.stats().synced_deltas.load(Ordering::Relaxed),
         q_stats.requests,
         q_stats.received,
+        delta_json(lo0, lo1),
+        delta_json(tcp0, tcp1),
     );
     eprintln!("cluster: caught up in {took:?}");
 
     // The in-sync check: once no sync traffic has moved for 300 ms, one comparison by Q.
     let deadline = Instant::now() + Duration::from_secs(10);
-    let p_port = tcp_port(&p_addr).ok_or("P's listen address has no TCP port")?;
     let (q0, p0) = loop {
         let before = (counters(q.net.stats()), counters(p.net.stats()));
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -495,10 +565,13 @@ async fn catch_up_and_check(missed: u64) -> R<(String, String, String)> {
     // A fresh node joins P's context, now of `missed + 10` deltas: by snapshot.
     eprintln!("cluster: a fresh node joins by snapshot");
     let r_dir = tempfile::tempdir()?;
+    let (lo0, tcp0) = (lo_bytes(), tcp_payload(&[p_port]));
     let joined = Instant::now();
     let r = start(open_engine(r_dir.path())?, 23, vec![p_addr], QUIET).await?;
     converged(&[&p, &r], Duration::from_secs(1800)).await?;
     let took = joined.elapsed();
+    let lo1 = lo_bytes();
+    let tcp1 = tcp_payload(&[p_port, tcp_port(&listen_addr(&r.net).await?).unwrap_or(p_port)]);
     let r_view = r.engine.view(&CTX)?;
     if r.engine.recompute_root(&CTX)? != r_view.root_hash {
         return Err("R's stored root is not the root of its state".into());
@@ -507,7 +580,8 @@ async fn catch_up_and_check(missed: u64) -> R<(String, String, String)> {
     let snapshot = format!(
         concat!(
             "{{\"keys\":{},\"deltas\":{},\"join_s\":{:.2},\"keys_per_s\":{:.0},\"snapshots_installed\":{},",
-            "\"deltas_replayed\":{},\"sync_requests\":{},\"bytes_received\":{}}}"
+            "\"deltas_replayed\":{},\"sync_requests\":{},\"bytes_received\":{},\"lo_bytes\":{},",
+            "\"tcp_payload_bytes\":{}}}"
         ),
         r_view.status.key_count,
         r_view.status.delta_count,
@@ -517,6 +591,8 @@ async fn catch_up_and_check(missed: u64) -> R<(String, String, String)> {
         r.net.stats().synced_deltas.load(Ordering::Relaxed),
         r_stats.requests,
         r_stats.received,
+        delta_json(lo0, lo1),
+        delta_json(tcp0, tcp1),
     );
     eprintln!("cluster: joined by snapshot in {took:?}");
     r.net.shutdown().await?;
