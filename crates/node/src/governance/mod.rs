@@ -162,6 +162,7 @@ pub mod authorize;
 pub mod fold;
 pub mod keys;
 pub mod op;
+pub mod rules;
 pub mod state;
 pub mod store;
 
