@@ -172,24 +172,10 @@ fn a_corrupt_copy_is_never_stored_and_the_fetch_goes_on_from_an_honest_peer() {
     let chunk = 8 << 10;
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
-    let a = rocks_node(&rt, dir.path(), 1, net_config(chunk, vec![]));
-    let b = memory_node(&rt, 2, net_config(chunk, vec![addr(&a)]));
-    let c = memory_node(&rt, 3, net_config(chunk, vec![]));
-    let application_id = a.service.app_install("app", "1", &bytecode).unwrap();
-    let ctx = a.service.context_create(None, Some(application_id), None).unwrap().context_id;
-    invite_and_join(&a, &b, ctx).unwrap();
-    assert_eq!(b.service.blob_get(&blob_id).unwrap(), bytecode);
-
-    // b's copy goes bad (same size, one byte flipped in the middle chunk).
-    let mut corrupt = bytecode.clone();
-    corrupt[50 << 10] ^= 0xff;
-    b.service.store().put(&BlobKey { blob_id }, &corrupt).unwrap();
-    // a invites c, then goes away once b has learnt that c is a member; c reaches only b.
-    let invitation = a.service.context_invite(&ctx, identity(&c), Role::Member, None).unwrap();
-    let group_id = created_group(&a, ctx);
-    eventually("b to learn c's membership", || {
-        matches!(b.service.governance().role(&group_id, &identity(&c)), Ok(Some(_)))
-    });
+    // b's copy goes bad (same size, one byte flipped in the middle chunk); a invites c, then
+    // goes away; c reaches only b.
+    let CorruptCopy { a, b, c, application_id, invitation } =
+        corrupt_copy_on_b(&rt, dir.path(), &bytecode, chunk, 50 << 10);
     stop(&rt, a);
     c.service.dial(addr(&b)).unwrap();
     let refused = c.service.context_join(&invitation.encode()).unwrap_err();
@@ -228,21 +214,8 @@ fn a_copy_from_two_peers_that_fails_blames_neither_and_is_fetched_again_from_one
     let chunks = (bytecode.len() / chunk as usize) as u64;
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
-    let a = rocks_node(&rt, dir.path(), 1, net_config(chunk, vec![]));
-    let b = memory_node(&rt, 2, net_config(chunk, vec![addr(&a)]));
-    let c = memory_node(&rt, 3, net_config(chunk, vec![]));
-    let application_id = a.service.app_install("app", "1", &bytecode).unwrap();
-    let ctx = a.service.context_create(None, Some(application_id), None).unwrap().context_id;
-    invite_and_join(&a, &b, ctx).unwrap();
     // b's copy goes bad in its first chunk, which b will serve.
-    let mut corrupt = bytecode.clone();
-    corrupt[100] ^= 0xff;
-    b.service.store().put(&BlobKey { blob_id }, &corrupt).unwrap();
-    let invitation = a.service.context_invite(&ctx, identity(&c), Role::Member, None).unwrap();
-    let group_id = created_group(&a, ctx);
-    eventually("b to learn c's membership", || {
-        matches!(b.service.governance().role(&group_id, &identity(&c)), Ok(Some(_)))
-    });
+    let CorruptCopy { a, b, c, application_id, invitation } = corrupt_copy_on_b(&rt, dir.path(), &bytecode, chunk, 100);
     // c starts its join reaching b alone; once b has served a few chunks, a is back, c
     // reaches it, and b goes away: the rest of the copy comes from a.
     stop(&rt, a);
@@ -268,6 +241,37 @@ fn a_copy_from_two_peers_that_fails_blames_neither_and_is_fetched_again_from_one
     assert_eq!(stats.blob_fetches_completed.load(Ordering::Relaxed), 1);
     // a served its share of the mixed copy, then the whole copy again.
     assert!(a.net.stats().blob_chunks_served.load(Ordering::Relaxed) >= chunks);
+}
+
+/// Three nodes: `a` (on RocksDB in `dir`) runs a context of an application whose bytecode is
+/// `bytecode`; `b` joined it and its copy of the bytecode then went bad (the byte at `at`
+/// flipped, same size); `c` is invited, and `b` knows it as a member.
+struct CorruptCopy {
+    a: Node<RocksBackend>,
+    b: Node<MemoryBackend>,
+    c: Node<MemoryBackend>,
+    application_id: ApplicationId,
+    invitation: weft_node::service::Invitation,
+}
+
+fn corrupt_copy_on_b(rt: &tokio::runtime::Runtime, dir: &Path, bytecode: &[u8], chunk: u32, at: usize) -> CorruptCopy {
+    let a = rocks_node(rt, dir, 1, net_config(chunk, vec![]));
+    let b = memory_node(rt, 2, net_config(chunk, vec![addr(&a)]));
+    let c = memory_node(rt, 3, net_config(chunk, vec![]));
+    let application_id = a.service.app_install("app", "1", bytecode).unwrap();
+    let ctx = a.service.context_create(None, Some(application_id), None).unwrap().context_id;
+    invite_and_join(&a, &b, ctx).unwrap();
+    let blob_id = blob_id_of(bytecode);
+    assert_eq!(b.service.blob_get(&blob_id).unwrap(), bytecode);
+    let mut corrupt = bytecode.to_vec();
+    corrupt[at] ^= 0xff;
+    b.service.store().put(&BlobKey { blob_id }, &corrupt).unwrap();
+    let invitation = a.service.context_invite(&ctx, identity(&c), Role::Member, None).unwrap();
+    let group_id = created_group(&a, ctx);
+    eventually("b to learn c's membership", || {
+        matches!(b.service.governance().role(&group_id, &identity(&c)), Ok(Some(_)))
+    });
+    CorruptCopy { a, b, c, application_id, invitation }
 }
 
 fn created_group<B: Backend + Send + Sync + 'static>(node: &Node<B>, ctx: ContextId) -> weft_primitives::GroupId {
