@@ -304,6 +304,26 @@ impl GroupState {
         g
     }
 
+    /// Whether `context_id` should run the group's target application: under the `Manual`
+    /// policy once a member moved it to the current target (`ContextUpgraded`), under any
+    /// other always.
+    pub fn follows_target(&self, context_id: &ContextId) -> bool {
+        self.meta.upgrade_policy != UpgradePolicy::Manual
+            || self.context_upgrades.get(context_id).is_some_and(|(to, _)| *to == self.meta.target_application_id)
+    }
+
+    /// Who runs the migration of the group's upgrade on `context_id`: under `Manual` the member
+    /// that moved the context to the current target (no one before it is moved), under any
+    /// other policy the upgrade's author. `None` without an upgrade.
+    pub fn migration_runner(&self, context_id: &ContextId) -> Option<PublicKey> {
+        let upgrade = self.upgrade.as_ref()?;
+        if self.meta.upgrade_policy != UpgradePolicy::Manual {
+            return Some(upgrade.initiated_by);
+        }
+        let (to, by) = self.context_upgrades.get(context_id)?;
+        (*to == self.meta.target_application_id).then_some(*by)
+    }
+
     /// A registered signing key's public key, if the key counts: the member that
     /// registered it still holds `INVITE_MEMBERS` in the group (every admin does).
     pub fn signing_key(&self, key_id: &KeyId) -> Option<PublicKey> {

@@ -503,14 +503,9 @@ impl<B: Backend> NodeService<B> {
         let Some(upgrade) = &group.upgrade else {
             return Err(ServiceError::Forbidden("a migration record for a group without an upgrade".into()));
         };
-        let runner = if group.meta.upgrade_policy == weft_primitives::UpgradePolicy::Manual {
-            group.context_upgrades.get(context_id).filter(|(to, _)| *to == marker.to_application).map(|(_, by)| *by)
-        } else {
-            Some(upgrade.initiated_by)
-        };
         if group.meta.target_application_id != marker.to_application
             || upgrade.migration.as_deref() != Some(&marker.method)
-            || runner != Some(*author)
+            || group.migration_runner(context_id) != Some(*author)
         {
             // An older upgrade's record, or one its author had no say in: nothing to do.
             return Ok(());

@@ -319,13 +319,7 @@ impl<B: Backend> NodeService<B> {
         let Ok(me) = self.member_key(&namespace_id).map(|k| k.public_key()) else {
             return Ok(Some((target, method, Vec::new())));
         };
-        let ours = if group.meta.upgrade_policy == UpgradePolicy::Manual {
-            group.context_upgrades.iter().filter(|(_, moved)| **moved == (target, me)).map(|(c, _)| *c).collect()
-        } else if upgrade.initiated_by == me {
-            group.contexts.iter().copied().collect()
-        } else {
-            Vec::new()
-        };
+        let ours = group.contexts.iter().copied().filter(|c| group.migration_runner(c) == Some(me)).collect();
         Ok(Some((target, method, ours)))
     }
 

@@ -1,11 +1,9 @@
 //! Upgrades: moving this node's replicas of a group's contexts to the group's target
 //! application, and this node's progress (0x24, 0x2B; node-local rows).
 
-use std::collections::BTreeSet;
-
 use weft_primitives::{
     ApplicationId, ApplicationMeta, ContextId, GroupContextLastMigrationValue, GroupId, GroupUpgradeStatus,
-    GroupUpgradeTallyValue, GroupUpgradeValue, UpgradePolicy,
+    GroupUpgradeTallyValue, GroupUpgradeValue,
 };
 use weft_store::schema::{
     Column, ContextConfig, ContextMeta, GroupContextLastMigration, GroupUpgradeKey, GroupUpgradeTally,
@@ -15,6 +13,10 @@ use weft_store::{Backend, Read, StoreError, WriteBatch};
 use super::{lock, Governance, GovernanceError};
 use crate::context::config;
 
+/// A group's upgrade, its target, its contexts (those that follow the target first) and how
+/// many follow it (see `Governance::current_upgrade`).
+type CurrentUpgrade = (GroupUpgradeValue, ApplicationId, Vec<ContextId>, usize);
+
 /// Most times a context's move is retried when its metadata changed under it.
 const MIGRATION_RETRIES: usize = 16;
 
@@ -23,7 +25,7 @@ impl<B: Backend> Governance<B> {
     /// application, records each move (0x2B) and this node's progress (0x24).
     ///
     /// Which contexts move depends on the group's upgrade policy: under `Manual` only those
-    /// moved to the target one at a time (`ContextUpgraded`, [`crate::governance::GroupState::context_upgrades`]),
+    /// moved to the target one at a time (see [`crate::governance::GroupState::follows_target`]),
     /// under any other every context of the group (under `Frozen` the target cannot change,
     /// so that finishes an upgrade made before the freeze).
     ///
@@ -39,10 +41,11 @@ impl<B: Backend> Governance<B> {
         installed: impl Fn(&ApplicationId) -> Option<ApplicationMeta>,
     ) -> Result<Vec<(ContextId, GroupContextLastMigrationValue)>, GovernanceError> {
         let _serial = lock(&self.migrations);
-        let Some((upgrade, target, contexts)) = self.current_upgrade(group_id)? else { return Ok(Vec::new()) };
-        let movable = self.movable_contexts(group_id, &target)?;
+        let Some((upgrade, target, contexts, following)) = self.current_upgrade(group_id)? else {
+            return Ok(Vec::new());
+        };
         let mut written = Vec::new();
-        for context_id in contexts.iter().filter(|c| movable.as_ref().is_none_or(|m| m.contains(c))) {
+        for context_id in &contexts[..following] {
             for attempt in 0.. {
                 let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { break };
                 if meta.application.application_id == target {
@@ -122,7 +125,7 @@ impl<B: Backend> Governance<B> {
         application: Option<&ApplicationMeta>,
     ) -> Result<(), GovernanceError> {
         let _serial = lock(&self.migrations);
-        let Some((upgrade, target, contexts)) = self.current_upgrade(group_id)? else { return Ok(()) };
+        let Some((upgrade, target, contexts, _)) = self.current_upgrade(group_id)? else { return Ok(()) };
         for attempt in 0.. {
             let Some(meta) = self.store.get(&ContextMeta { context_id: *context_id })? else { return Ok(()) };
             let mut batch = self.store.batch();
@@ -187,32 +190,19 @@ impl<B: Backend> Governance<B> {
         Ok((total, completed, failed))
     }
 
-    /// The contexts of a `Manual` group that were moved to `target` one at a time (`None`:
-    /// the group's policy is not `Manual`, every context follows the target).
-    pub fn movable_contexts(
-        &self,
-        group_id: &GroupId,
-        target: &ApplicationId,
-    ) -> Result<Option<BTreeSet<ContextId>>, GovernanceError> {
-        let namespace_id = self.namespace_of(group_id)?;
-        self.with_loaded(&namespace_id, |l| {
-            l.folded.state.group(group_id).and_then(|g| {
-                (g.meta.upgrade_policy == UpgradePolicy::Manual)
-                    .then(|| g.context_upgrades.iter().filter(|(_, (to, _))| to == target).map(|(c, _)| *c).collect())
-            })
-        })
-    }
-
-    /// The group's upgrade in the current fold, its target application and its contexts.
-    fn current_upgrade(
-        &self,
-        group_id: &GroupId,
-    ) -> Result<Option<(GroupUpgradeValue, ApplicationId, Vec<ContextId>)>, GovernanceError> {
+    /// The group's upgrade in the current fold, its target application and its contexts, those
+    /// that should run the target first ([`crate::governance::GroupState::follows_target`]):
+    /// `(upgrade, target, contexts, how many of them follow the target)`.
+    fn current_upgrade(&self, group_id: &GroupId) -> Result<Option<CurrentUpgrade>, GovernanceError> {
         let namespace_id = self.namespace_of(group_id)?;
         self.with_loaded(&namespace_id, |l| {
             l.folded.state.group(group_id).and_then(|g| {
                 let u = g.upgrade.clone()?;
-                Some((u, g.meta.target_application_id, g.contexts.iter().copied().collect::<Vec<_>>()))
+                let (mut contexts, rest): (Vec<ContextId>, Vec<ContextId>) =
+                    g.contexts.iter().copied().partition(|c| g.follows_target(c));
+                let following = contexts.len();
+                contexts.extend(rest);
+                Some((u, g.meta.target_application_id, contexts, following))
             })
         })
     }
