@@ -11,3 +11,4 @@ pub fn mix(mut x: u64) -> u64 {
 }
 
 pub mod deltas;
+pub mod weftd;
