@@ -53,13 +53,32 @@ fn main() {
             step = Instant::now();
         }
     }
+    // Then contexts registered in the groups in turn (`WEFT_GOV_CONTEXTS`, default 0), as
+    // `context_create` registers them: the shape of benches/many_contexts.rs's namespace.
+    let contexts: usize = std::env::var("WEFT_GOV_CONTEXTS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let group_ids: Vec<_> =
+        gov.state(&ns).expect("the namespace").groups.keys().copied().filter(|g| *g != root).collect();
+    let mut step = Instant::now();
+    for i in 1..=contexts {
+        let context_id = weft_primitives::ContextId(blake3::hash(&(i as u64).to_le_bytes()).into());
+        gov.act(ns, group_ids[i % group_ids.len()], &admin, OpBody::ContextRegistered { context_id })
+            .expect("registered");
+        ops += 1;
+        if i % 250 == 0 {
+            let ms_per_op = step.elapsed().as_secs_f64() * 1000.0 / 250.0;
+            last = (ms_per_op, rss_mib());
+            eprintln!("contexts {i:>6}  ops {ops:>5}  {:.3} ms/op  {:.1} MiB", last.0, last.1);
+            step = Instant::now();
+        }
+    }
     let started = Instant::now();
     let fresh = Governance::new(store, GovernanceConfig::default());
     let state = fresh.state(&ns).expect("the namespace loads");
     let load_ms = started.elapsed().as_secs_f64() * 1000.0;
     assert_eq!(state.groups.len(), groups + 1, "every group is there");
+    assert_eq!(state.members_revisions.len(), contexts, "every context is there");
     println!(
-        "{{\"groups\":{groups},\"ops\":{ops},\"ms_per_op_last_50_groups\":{:.3},\"rss_mib\":{:.1},\"load_ms\":{load_ms:.1},\"rss_mib_after_load\":{:.1}}}",
+        "{{\"groups\":{groups},\"contexts\":{contexts},\"ops\":{ops},\"ms_per_op_last_50_groups\":{:.3},\"rss_mib\":{:.1},\"load_ms\":{load_ms:.1},\"rss_mib_after_load\":{:.1}}}",
         last.0,
         last.1,
         rss_mib()

@@ -17,9 +17,11 @@
 //!   held (the per-context cost of a sync tick; an upper bound, as it counts all the idle
 //!   work: gossipsub heartbeats, timers).
 //! - `catch_up`: C stops (SIGTERM); A writes one key into every context (`state_put`); C
-//!   restarts on its store. Time from C's start until every context holds equal heads and
-//!   roots on all three nodes, nothing pending (C's start-up until `/ready` is part of it,
-//!   and given apart).
+//!   restarts on its store. `applied_s`: time from C's start until it has applied the missed
+//!   deltas (`weft_deltas_applied_total{source="remote"}`, polled every 50 ms: watching each
+//!   context's status meanwhile would load the nodes it measures); `catch_up_s`: until every
+//!   context was then checked to hold equal heads and roots on all three nodes, nothing
+//!   pending. C's start-up until `/ready` is part of both, and given apart.
 //!
 //! Prints one JSON object on standard output and a table on standard error. Run:
 //! `cargo bench --workspace --locked --bench many_contexts` (release build of weftd and of the
@@ -151,7 +153,10 @@ fn main() {
         a.ok("state_batch", json!({ "context_id": contexts[i], "actions": actions }));
     });
     let write_s = started.elapsed().as_secs_f64();
-    eprintln!("many_contexts: created in {create_s:.1} s, written in {write_s:.1} s; B and C join every context");
+    let rss_written = a.rss_kib().0 as f64 / 1024.0;
+    eprintln!(
+        "many_contexts: created in {create_s:.1} s, written in {write_s:.1} s (A's RSS {rss_written:.1} MiB); B and C join every context"
+    );
 
     // B and C join every context, each by its own invitation.
     let started = Instant::now();
@@ -172,6 +177,7 @@ fn main() {
     let join_s = started.elapsed().as_secs_f64();
     let nodes = [&a, &b, &c];
     let agree_s = all_agree(&nodes, &contexts, Duration::from_secs(1800), "after the joins").as_secs_f64();
+    let rss_joined: Vec<f64> = nodes.iter().map(|n| round2(n.rss_kib().0 as f64 / 1024.0)).collect();
     eprintln!(
         "many_contexts: joined in {join_s:.1} s ({} joins answered before a peer was in sync); all agree {agree_s:.1} s later",
         unsynced.load(Ordering::Relaxed)
@@ -235,11 +241,35 @@ fn main() {
     let restarted = Instant::now();
     c = Node::start(&c_home, ready_within);
     let ready_s = restarted.elapsed().as_secs_f64();
+    // Watched through C's metrics alone (one call every 50 ms), so that the watching does not
+    // load the nodes: every context's missed delta applied on C. Then checked whole.
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    while c.metric("weft_deltas_applied_total{source=\"remote\"}") < n_contexts as f64 {
+        assert!(Instant::now() < deadline, "C did not apply the {n_contexts} missed deltas within 1800 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let applied_s = restarted.elapsed().as_secs_f64();
     let nodes = [&a, &b, &c];
     let _ = all_agree(&nodes, &contexts, Duration::from_secs(1800), "after C's restart");
     let catch_up_s = restarted.elapsed().as_secs_f64();
     let (c_rss_kib, _) = c.rss_kib();
-    eprintln!("many_contexts: C caught up on {n_contexts} contexts in {catch_up_s:.2} s (ready after {ready_s:.2} s)");
+    // What slowed the catch-up: C's requests answered busy, and refused by A and B (their
+    // per-peer queues full, or over the request rate); C's sessions put off for want of room.
+    let c_metrics = c.metrics();
+    let busy = weftd::metric(&c_metrics, "weft_sync_busy_received_total");
+    let deferred = weftd::metric(&c_metrics, "weft_sync_sessions_deferred_total");
+    let sessions = weftd::metric(&c_metrics, "weft_sync_sessions_total");
+    let refused: Vec<f64> = [&a, &b]
+        .iter()
+        .map(|n| {
+            let text = n.metrics();
+            weftd::metric(&text, "weft_peer_inbound_dropped_total{kind=\"request\",reason=\"queue_full\"}")
+                + weftd::metric(&text, "weft_peer_inbound_dropped_total{kind=\"request\",reason=\"rate\"}")
+        })
+        .collect();
+    eprintln!(
+        "many_contexts: C applied the {n_contexts} missed deltas {applied_s:.2} s after its restart (ready after {ready_s:.2} s); all contexts equal on all nodes after {catch_up_s:.2} s"
+    );
 
     // Human table.
     eprintln!();
@@ -289,8 +319,11 @@ fn main() {
         }));
     }
     eprintln!(
-        "catch-up of {n_contexts} contexts (one write each while away): {catch_up_s:.2} s from restart ({ready_s:.2} s to /ready); C's RSS after: {:.1} MiB",
+        "catch-up of {n_contexts} contexts (one write each while away): applied {applied_s:.2} s, checked equal {catch_up_s:.2} s from restart ({ready_s:.2} s to /ready); C's RSS after: {:.1} MiB",
         c_rss_kib as f64 / 1024.0
+    );
+    eprintln!(
+        "  C: {sessions} catch-up sessions, {deferred} put off, {busy} busy answers; requests refused by A, B: {refused:?}"
     );
     let report = json!({
         "bench": "many_contexts",
@@ -301,6 +334,8 @@ fn main() {
         "setup": {
             "create_s": round2(create_s),
             "write_s": round2(write_s),
+            "rss_mib_a_after_writes": round2(rss_written),
+            "rss_mib_after_joins": rss_joined,
             "join_s": round2(join_s),
             "joins_unsynced": unsynced.load(Ordering::Relaxed),
             "agree_after_joins_s": round2(agree_s),
@@ -312,8 +347,13 @@ fn main() {
             "contexts_written_while_away": n_contexts,
             "write_s": round2(away_write_s),
             "ready_s": round2(ready_s),
+            "applied_s": round2(applied_s),
             "catch_up_s": round2(catch_up_s),
             "rss_mib_after": round2(c_rss_kib as f64 / 1024.0),
+            "c_sessions": sessions,
+            "c_sessions_deferred": deferred,
+            "c_busy_answers": busy,
+            "requests_refused_by_a_b": refused,
         },
         "goals": { "idle_rss_mib": 150, "idle_cpu_pct_of_core": 2 },
     });

@@ -76,17 +76,26 @@ pub struct Node {
 
 impl Node {
     /// Starts `weftd run` on an initialized home (logging as `RUST_LOG`, default `warn`) and
-    /// waits until `/ready` answers 200 (at most `within`).
+    /// waits until `/ready` answers 200 (at most `within`). With `WEFT_BENCH_LOG_DIR` set, its
+    /// log is appended to `<dir>/<home's name>.log` instead of kept in memory.
     pub fn start(home: &Path, within: Duration) -> Node {
+        let log = std::env::var_os("WEFT_BENCH_LOG_DIR").map(|dir| {
+            let name = home.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(Path::new(&dir).join(format!("{name}.log")))
+                .unwrap()
+        });
         let mut child = Command::new(WEFTD)
             .args(["run", "--home"])
             .arg(home)
             .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(log.map_or_else(Stdio::piped, Stdio::from))
             .spawn()
             .unwrap();
-        let stderr = drain(child.stderr.take().unwrap());
+        let stderr = child.stderr.take().map(drain).unwrap_or_default();
         // A stale address from a previous run must not be taken for this one's.
         let deadline = Instant::now() + within;
         loop {

@@ -55,7 +55,6 @@ use weft_primitives::{ContextId, NamespaceId, PublicKey, SecretKey, Signature};
 use weft_store::schema::NamespaceIdentity;
 use weft_store::{Backend, Prefix, Read};
 
-use super::contexts::Contexts;
 use super::driver::{Driver, Pending};
 use super::governance::Namespaces;
 use super::protocol::{bind_challenge, SyncRequest, SyncResponse};
@@ -404,14 +403,14 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     }
 
     /// Asks a peer the status of what a round asks about (namespaces first: deltas may cite
-    /// their ops).
+    /// their ops); the contexts as many at once as its status window holds, the rest as the
+    /// answers come (see `quiet.rs`).
     pub(super) fn ask_statuses(&mut self, peer: PeerId) {
         let (namespaces, contexts) = self.due_this_round();
         for namespace_id in namespaces {
             self.ask_status::<Namespaces>(peer, namespace_id);
         }
-        for context_id in contexts {
-            self.ask_status::<Contexts>(peer, context_id);
-        }
+        self.quiet.due(peer, contexts);
+        self.ask_due_statuses(peer);
     }
 }

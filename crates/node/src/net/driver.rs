@@ -574,7 +574,16 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             _ => 0,
         };
         match self.pending.remove(&request_id) {
-            Some(Pending::Status(id)) => self.answered::<Contexts>(peer, id, response, Self::on_status::<Contexts>),
+            Some(Pending::Status(id)) => {
+                // A status answer makes room for the next status request to the peer; not an
+                // answer that left the pair due (`Busy`, a refusal, `Unknown`): asked again a
+                // round later, and it sends no other request meanwhile.
+                self.quiet.settled(peer, id);
+                self.answered::<Contexts>(peer, id, response, Self::on_status::<Contexts>);
+                if !self.quiet.is_due(peer, id) {
+                    self.ask_due_statuses(peer);
+                }
+            }
             Some(Pending::Deltas(id)) => self.answered::<Contexts>(peer, id, response, Self::on_page::<Contexts>),
             Some(Pending::NamespaceStatus(id)) => {
                 self.answered::<Namespaces>(peer, id, response, Self::on_status::<Namespaces>)
@@ -615,7 +624,12 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// Ends what a request that got no answer (or was not sent) was for.
     pub(super) fn request_failed(&mut self, peer: PeerId, pending: Option<Pending>, error: &impl std::fmt::Display) {
         match pending {
-            Some(Pending::Deltas(context_id) | Pending::Status(context_id)) => {
+            Some(Pending::Status(context_id)) => {
+                tracing::debug!(%peer, %context_id, %error, "sync request failed");
+                self.quiet.settled(peer, context_id);
+                self.contexts.catching_up.remove(&(peer, context_id));
+            }
+            Some(Pending::Deltas(context_id)) => {
                 tracing::debug!(%peer, %context_id, %error, "sync request failed");
                 self.contexts.catching_up.remove(&(peer, context_id));
             }

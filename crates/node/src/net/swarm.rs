@@ -31,6 +31,15 @@ pub(super) struct Behaviour {
 }
 
 /// The swarm over TCP, Noise and Yamux, its peer id derived from `keypair`.
+/// Most sync streams (requests in flight, both ways) on one connection: past it libp2p fails
+/// an outbound request at once ("max sub-streams reached") and drops an inbound one. Its
+/// default, 100, was reached by two nodes comparing many contexts at once (a restart behind
+/// on 1,000 contexts: each side asked the other about all of them), so most requests failed
+/// and were asked again a round later, and binds were dropped. Each side now keeps at most
+/// [`super::quiet::STATUS_WINDOW`] status requests in flight to a peer, plus `max_sessions`
+/// catch-ups; this leaves room for both sides' and for older peers. Yamux allows 512.
+pub const MAX_SYNC_STREAMS: usize = 256;
+
 pub(super) fn build_swarm(keypair: identity::Keypair, config: &NetConfig) -> Result<Swarm<Behaviour>, NetError> {
     let request_timeout = config.request_timeout;
     let limits = libp2p_limits(config);
@@ -75,7 +84,9 @@ pub(super) fn build_swarm(keypair: identity::Keypair, config: &NetConfig) -> Res
                 sync: request_response::Behaviour::with_codec(
                     SyncCodec,
                     [(StreamProtocol::new(SYNC_PROTOCOL), ProtocolSupport::Full)],
-                    request_response::Config::default().with_request_timeout(request_timeout),
+                    request_response::Config::default()
+                        .with_request_timeout(request_timeout)
+                        .with_max_concurrent_streams(MAX_SYNC_STREAMS),
                 ),
             })
         })
