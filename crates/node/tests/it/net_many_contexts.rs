@@ -98,3 +98,31 @@ async fn after_rounds(a: &Node<weft_store::MemoryBackend>, b: &Node<weft_store::
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A node that comes up behind on many contexts catches all of them up from the statuses it
+/// asks when the connection opens, with no anti-entropy round after (issue 27): each side asks
+/// the other about 300 contexts, more than a connection's sync streams allow at once, so the
+/// requests go a window at a time as answers come. Before, all were sent at once: past
+/// libp2p's 100 streams per connection most failed at once and waited for the next round
+/// (here an hour away), so this timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_behind_on_many_contexts_catches_up_without_waiting_for_rounds() {
+    const MANY: u16 = 300;
+    const HOUR: Duration = Duration::from_secs(3600);
+    let all: Vec<ContextId> = (0..MANY)
+        .map(|i| {
+            let mut id = [0x77; 32];
+            id[..2].copy_from_slice(&i.to_be_bytes());
+            ContextId::from_bytes(id)
+        })
+        .collect();
+    let a = start(memory_store(), 1, config(vec![], HOUR), false, &all).await;
+    let author = SecretKey::from_bytes(&[9; 32]);
+    for ctx in &all {
+        a.engine.write(ctx, &author, put("x", "v")).unwrap();
+    }
+    let b = start(memory_store(), 2, config(vec![addr(&a.net).await], HOUR), false, &all).await;
+    for ctx in &all {
+        context_converged(&[&a, &b], *ctx, WITHIN).await;
+    }
+}
