@@ -7,6 +7,10 @@
 //! at the end one JSON object on standard output with the same at the last step and the time
 //! to load the namespace afresh (a new `Governance` on the same store: the whole log folded).
 //!
+//! `WEFT_GOV_CONTEXTS` (default 0) then registers that many contexts in the groups in turn
+//! (`ContextRegistered`, one op each), printing the same every 250: the fold's memory as
+//! contexts grow (BENCHMARKS.md, many contexts).
+//!
 //! Run: `cargo bench --workspace --bench governance_fold` (or `./x bench --bench governance_fold`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails by unwrapping, as tests do
 
