@@ -50,17 +50,20 @@ use super::state::{self, BodyOutcome, GovState, Rejection, Stage};
 pub type Verdict = Result<(), Rejection>;
 
 /// The ops of one namespace held in memory: the applied (logged) ones in a
-/// weft-dag [`MemoryDag`], with their content.
+/// weft-dag [`MemoryDag`], with their content. Every part is persistent (`imbl`), so a copy
+/// — the scratch copy a submit changes and keeps only if its batch is written — is O(1).
 #[derive(Clone, Debug)]
 pub struct OpGraph {
     namespace_id: NamespaceId,
     dag: MemoryDag<OpId>,
-    ops: HashMap<OpId, SignedOp>,
+    ops: imbl::HashMap<OpId, Arc<SignedOp>>,
+    /// Every op by `(height, op id)`: the fold's order, kept as ops are inserted.
+    order: OrdSet<(u64, OpId)>,
     /// Sealed bodies this node opened (or tried to open, with the key they name), by op id.
     /// A sealed op missing here is one this node holds no key for.
-    opened: HashMap<OpId, Result<OpBody, SealedOpError>>,
+    opened: imbl::HashMap<OpId, Arc<Result<OpBody, SealedOpError>>>,
     /// The highest nonce each signer used in an op of the graph.
-    nonces: HashMap<PublicKey, u64>,
+    nonces: imbl::HashMap<PublicKey, u64>,
 }
 
 impl OpGraph {
@@ -69,28 +72,29 @@ impl OpGraph {
         OpGraph {
             namespace_id,
             dag: MemoryDag::new(),
-            ops: HashMap::new(),
-            opened: HashMap::new(),
-            nonces: HashMap::new(),
+            ops: imbl::HashMap::new(),
+            order: OrdSet::new(),
+            opened: imbl::HashMap::new(),
+            nonces: imbl::HashMap::new(),
         }
     }
 
     /// Records what opening a sealed op's body with the key it names gave. The fold then
     /// judges that body; memoized results of a fold made before are stale (clear the memo).
     pub fn set_opened(&mut self, id: OpId, body: Result<OpBody, SealedOpError>) {
-        self.opened.insert(id, body);
+        self.opened.insert(id, Arc::new(body));
     }
 
     /// A sealed op's body as this node opened it (`None`: not opened, for want of its key).
     pub fn opened(&self, id: &OpId) -> Option<&Result<OpBody, SealedOpError>> {
-        self.opened.get(id)
+        self.opened.get(id).map(Arc::as_ref)
     }
 
     /// Sealed ops whose body this node has not opened (it holds no key for them).
     pub fn unopened(&self) -> Vec<OpId> {
         self.ops
             .iter()
-            .filter(|(id, op)| matches!(op.content.body, OpBody::Sealed { .. }) && !self.opened.contains_key(id))
+            .filter(|(id, op)| matches!(op.content.body, OpBody::Sealed { .. }) && !self.opened.contains_key(*id))
             .map(|(id, _)| *id)
             .collect()
     }
@@ -98,8 +102,8 @@ impl OpGraph {
     /// The op as this node reads it: a sealed body this node opened is replaced by its
     /// plaintext (the id and signature then no longer match the content: for reading only).
     pub fn readable(&self, id: &OpId) -> Option<SignedOp> {
-        let mut op = self.ops.get(id)?.clone();
-        if let Some(Ok(body)) = self.opened.get(id) {
+        let mut op = SignedOp::clone(self.ops.get(id)?);
+        if let Some(Ok(body)) = self.opened(id) {
             op.content.body = body.clone();
         }
         Some(op)
@@ -115,13 +119,14 @@ impl OpGraph {
         let height = self.dag.apply(op.op_id, op.content.parents.clone())?;
         let nonce = self.nonces.entry(op.content.signer).or_default();
         *nonce = (*nonce).max(op.content.nonce);
-        self.ops.insert(op.op_id, op);
+        self.order.insert((height, op.op_id));
+        self.ops.insert(op.op_id, Arc::new(op));
         Ok(height)
     }
 
     /// Every op in the graph, in no particular order.
     pub fn ops(&self) -> impl Iterator<Item = &SignedOp> {
-        self.ops.values()
+        self.ops.values().map(Arc::as_ref)
     }
 
     /// The highest nonce `signer` used in an op of the graph (0: none).
@@ -131,7 +136,7 @@ impl OpGraph {
 
     /// An op in the graph.
     pub fn get(&self, id: &OpId) -> Option<&SignedOp> {
-        self.ops.get(id)
+        self.ops.get(id).map(Arc::as_ref)
     }
 
     /// Whether the op is in the graph.
@@ -166,10 +171,7 @@ impl OpGraph {
 
     /// Every op, ascending by `(height, op id)`.
     pub fn order(&self) -> Vec<OpId> {
-        let mut ids: Vec<(u64, OpId)> =
-            self.dag.applied_ids().map(|id| (self.dag.height(id).unwrap_or(0), *id)).collect();
-        ids.sort_unstable();
-        ids.into_iter().map(|(_, id)| id).collect()
+        self.order.iter().map(|(_, id)| *id).collect()
     }
 
     /// Which of `candidates` are among `heads` and their ancestors. Walks down only as far
