@@ -206,7 +206,7 @@ pub const CHECKPOINT_EVERY: usize = 32;
 /// How many states after single ops [`Memo`] keeps by default (those of the ops last in the
 /// order, where new ops' parents usually are); older ones are recomputed from the running
 /// fold's checkpoints when an op names them.
-pub const DEFAULT_MEMO_LIMIT: usize = 1024;
+pub const DEFAULT_MEMO_LIMIT: usize = 256;
 
 /// Memoized per-op results: the verdict at an op's parents (and its private body's
 /// outcome there), the state after recent ops at their own positions, and the running fold
