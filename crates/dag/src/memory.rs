@@ -5,22 +5,26 @@ use std::convert::Infallible;
 use std::fmt::Debug;
 use std::hash::Hash;
 
+use imbl::OrdMap;
+
 use crate::{admit, next_heads, release_all, Admission, Applied, DagError, DagStore, Limits};
 
 /// A DAG held in memory: the applied nodes, the pending set and its index by
 /// awaited parent, and the heads. It implements [`DagStore`] and the write side
-/// the crate docs describe, for tests and for callers that keep a DAG in memory.
+/// the crate docs describe, for tests and for callers that keep a DAG in memory. The applied
+/// nodes are a persistent map: a copy of the DAG (a caller's scratch copy, changed and
+/// then kept or dropped) costs O(1) whatever its size, not a copy of every node.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemoryDag<Id: Ord> {
-    applied: BTreeMap<Id, Applied<Id>>,
+pub struct MemoryDag<Id: Ord + Clone> {
+    applied: OrdMap<Id, Applied<Id>>,
     pending: BTreeMap<Id, Vec<Id>>,
     waiting: BTreeMap<Id, BTreeSet<Id>>,
     heads: Vec<Id>,
 }
 
-impl<Id: Ord> Default for MemoryDag<Id> {
+impl<Id: Ord + Clone> Default for MemoryDag<Id> {
     fn default() -> Self {
-        MemoryDag { applied: BTreeMap::new(), pending: BTreeMap::new(), waiting: BTreeMap::new(), heads: Vec::new() }
+        MemoryDag { applied: OrdMap::new(), pending: BTreeMap::new(), waiting: BTreeMap::new(), heads: Vec::new() }
     }
 }
 

@@ -59,7 +59,7 @@
 //!   holder of `MANAGE_APPLICATION` moves one registered context to the current target
 //!   (`ContextUpgraded`), once per target; under any other policy that op is refused.
 
-use std::collections::BTreeMap;
+use imbl::OrdMap;
 use std::sync::Arc;
 
 use weft_primitives::{
@@ -437,7 +437,7 @@ fn unique<'a>(alias: &str, mut others: impl Iterator<Item = &'a String>) -> Resu
     Ok(())
 }
 
-fn set_alias<K: Ord>(map: &mut BTreeMap<K, String>, key: K, alias: &str) {
+fn set_alias<K: Ord + Clone>(map: &mut OrdMap<K, String>, key: K, alias: &str) {
     if alias.is_empty() {
         map.remove(&key);
     } else {
@@ -524,9 +524,8 @@ fn apply_in_group(g: &mut GroupState, op: &SignedOp, body: &OpBody) {
         }
         OpBody::ContextDetached { context_id } => {
             g.contexts.remove(context_id);
-            g.joined.retain(|(ctx, _)| ctx != context_id);
+            g.forget_context_rows(context_id);
             g.context_aliases.remove(context_id);
-            g.context_capabilities.retain(|(ctx, _), _| ctx != context_id);
             g.context_upgrades.remove(context_id);
         }
         OpBody::ContextCapabilitiesSet { context_id, identity, capabilities } => {

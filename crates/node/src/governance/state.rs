@@ -3,8 +3,10 @@
 //! The rules that judge an op against a state and perform it are in [`super::rules`]
 //! (re-exported here).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
+
+use imbl::{OrdMap, OrdSet};
 
 use weft_primitives::{
     ApplicationId, Capabilities, ContextCapabilities, ContextId, GroupId, GroupMetaValue, GroupUpgradeValue, KeyId,
@@ -208,42 +210,42 @@ pub struct GroupState {
     /// Metadata (0x20).
     pub meta: GroupMetaValue,
     /// Members and roles (0x21).
-    pub members: BTreeMap<PublicKey, Role>,
+    pub members: OrdMap<PublicKey, Role>,
     /// Members' own capabilities (0x26).
-    pub capabilities: BTreeMap<PublicKey, Capabilities>,
+    pub capabilities: OrdMap<PublicKey, Capabilities>,
     /// Capabilities of members without their own (0x29).
     pub default_capabilities: Capabilities,
     /// Contexts registered in the group (0x22).
-    pub contexts: BTreeSet<ContextId>,
+    pub contexts: OrdSet<ContextId>,
     /// Per-context capability overrides (0x33), by (context, member).
-    pub context_capabilities: BTreeMap<(ContextId, PublicKey), ContextCapabilities>,
+    pub context_capabilities: OrdMap<(ContextId, PublicKey), ContextCapabilities>,
     /// The group's alias (0x2E).
     pub alias: Option<String>,
     /// Members' aliases (0x2D).
-    pub member_aliases: BTreeMap<PublicKey, String>,
+    pub member_aliases: OrdMap<PublicKey, String>,
     /// Contexts' aliases (0x2F).
-    pub context_aliases: BTreeMap<ContextId, String>,
+    pub context_aliases: OrdMap<ContextId, String>,
     /// Subgroups (0x35).
-    pub children: BTreeSet<GroupId>,
+    pub children: OrdSet<GroupId>,
     /// The latest upgrade (0x24).
     pub upgrade: Option<GroupUpgradeValue>,
     /// The contexts moved one at a time under the `Manual` policy (`ContextUpgraded`):
     /// context → the target it was moved to and the member that moved it (who runs the
     /// upgrade's migration, if it names one). Group-private.
-    pub context_upgrades: BTreeMap<ContextId, (ApplicationId, PublicKey)>,
+    pub context_upgrades: OrdMap<ContextId, (ApplicationId, PublicKey)>,
     /// The current group key's id: the last rotation that took effect. A fold
     /// result, the same on every node; the key itself is node-local (0x3A).
     pub key_id: Option<KeyId>,
     /// Who was sent the current key (its rotation's recipients). A holder that is
     /// no longer a member means the group needs a new key.
-    pub key_holders: BTreeSet<PublicKey>,
+    pub key_holders: OrdSet<PublicKey>,
     /// Every key id the group has rotated to (none may be reused).
-    pub key_ids: BTreeSet<KeyId>,
+    pub key_ids: OrdSet<KeyId>,
     /// Registered signing keys: id → (public key, the admin that registered it).
     /// See [`GroupState::signing_key`] for which count.
-    pub signing_keys: BTreeMap<KeyId, (PublicKey, PublicKey)>,
+    pub signing_keys: OrdMap<KeyId, (PublicKey, PublicKey)>,
     /// Which members joined which of the group's contexts (0x32), by (context, member).
-    pub joined: BTreeSet<(ContextId, PublicKey)>,
+    pub joined: OrdSet<(ContextId, PublicKey)>,
     /// Whether a sealed private op of the group has taken effect (structural: every node
     /// knows it). From then on the group's private ops must be sealed.
     pub sealed: bool,
@@ -258,27 +260,27 @@ pub struct GroupState {
 
 impl GroupState {
     pub(super) fn new(parent: Option<GroupId>, meta: GroupMetaValue) -> Self {
-        let mut members = BTreeMap::new();
+        let mut members = OrdMap::new();
         members.insert(meta.admin_identity, Role::Admin);
         GroupState {
             parent,
             meta,
             members,
-            capabilities: BTreeMap::new(),
+            capabilities: OrdMap::new(),
             default_capabilities: Capabilities::NONE,
-            contexts: BTreeSet::new(),
-            context_capabilities: BTreeMap::new(),
+            contexts: OrdSet::new(),
+            context_capabilities: OrdMap::new(),
             alias: None,
-            member_aliases: BTreeMap::new(),
-            context_aliases: BTreeMap::new(),
-            children: BTreeSet::new(),
+            member_aliases: OrdMap::new(),
+            context_aliases: OrdMap::new(),
+            children: OrdSet::new(),
             upgrade: None,
-            context_upgrades: BTreeMap::new(),
+            context_upgrades: OrdMap::new(),
             key_id: None,
-            key_holders: BTreeSet::new(),
-            key_ids: BTreeSet::new(),
-            signing_keys: BTreeMap::new(),
-            joined: BTreeSet::new(),
+            key_holders: OrdSet::new(),
+            key_ids: OrdSet::new(),
+            signing_keys: OrdMap::new(),
+            joined: OrdSet::new(),
             sealed: false,
             held: None,
         }
@@ -348,12 +350,12 @@ impl GroupState {
     /// Holders of the current key that are no longer members: while there are any
     /// (or there is no key yet), the group needs a rotation.
     pub fn stale_key_holders(&self) -> Vec<PublicKey> {
-        self.key_holders.iter().filter(|h| !self.members.contains_key(h)).copied().collect()
+        self.key_holders.iter().filter(|h| !self.members.contains_key(*h)).copied().collect()
     }
 
     /// Members that can receive keys but were not sent the current one (added since).
     pub fn members_without_key(&self) -> Vec<PublicKey> {
-        self.key_recipients().filter(|m| !self.key_holders.contains(m)).copied().collect()
+        self.key_recipients().filter(|m| !self.key_holders.contains(*m)).copied().collect()
     }
 
     /// A member's role.
@@ -428,12 +430,37 @@ impl GroupState {
         self.role(identity) == Some(Role::Admin) && self.admin_count() == 1
     }
 
+    /// Drops the joins and per-context capabilities of `context_id` (detached).
+    pub(super) fn forget_context_rows(&mut self, context_id: &ContextId) {
+        let first = (*context_id, PublicKey::from_bytes([0; 32]));
+        let joins: Vec<_> = self.joined.range(first..).take_while(|(c, _)| c == context_id).copied().collect();
+        for key in joins {
+            self.joined.remove(&key);
+        }
+        let overrides: Vec<_> = self
+            .context_capabilities
+            .range(first..)
+            .take_while(|((c, _), _)| c == context_id)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in overrides {
+            self.context_capabilities.remove(&key);
+        }
+    }
+
     pub(super) fn forget_member(&mut self, identity: &PublicKey) {
         self.members.remove(identity);
         self.capabilities.remove(identity);
         self.member_aliases.remove(identity);
-        self.context_capabilities.retain(|(_, member), _| member != identity);
-        self.joined.retain(|(_, member)| member != identity);
+        // Persistent maps have no `retain`: the keys naming the member are found, then removed.
+        let overrides: Vec<_> = self.context_capabilities.keys().filter(|(_, m)| m == identity).copied().collect();
+        for key in overrides {
+            self.context_capabilities.remove(&key);
+        }
+        let joins: Vec<_> = self.joined.iter().filter(|(_, m)| m == identity).copied().collect();
+        for key in joins {
+            self.joined.remove(&key);
+        }
     }
 }
 
@@ -446,24 +473,24 @@ pub struct GovState {
     /// Live groups. Shared (`Arc`) so that a copy of the state — the fold keeps one after
     /// every op ([`super::fold::Memo`]) — costs a pointer a group, not the group: an op changes
     /// one group, and only that one is copied ([`GovState::group_mut`]).
-    pub groups: BTreeMap<GroupId, Arc<GroupState>>,
+    pub groups: OrdMap<GroupId, Arc<GroupState>>,
     /// Deleted groups (their ids are never reused).
-    pub deleted: BTreeSet<GroupId>,
+    pub deleted: OrdSet<GroupId>,
     /// Each signer's used nonces.
-    pub nonces: BTreeMap<PublicKey, NonceWindow>,
+    pub nonces: OrdMap<PublicKey, NonceWindow>,
     /// The namespace key's current id: the last `NamespaceKeyRotated` that took effect.
     pub namespace_key: Option<KeyId>,
     /// Who was sent the current namespace key. A holder that is no longer a participant
     /// means the namespace needs a new key.
-    pub namespace_key_holders: BTreeSet<PublicKey>,
+    pub namespace_key_holders: OrdSet<PublicKey>,
     /// Every namespace key id rotated to (none may be reused).
-    pub namespace_key_ids: BTreeSet<KeyId>,
+    pub namespace_key_ids: OrdSet<KeyId>,
     /// Each context's members revision (ContextConfig): how many times, in this fold, the
     /// set of its members (the members of the group it is registered in) changed — a member
     /// added or removed, leaving, the context registered, detached or its group deleted. A
     /// fold result, the same on every node holding the same ops; a context keeps its count
     /// after it is detached (so a later registration counts on from it).
-    pub members_revisions: BTreeMap<ContextId, u64>,
+    pub members_revisions: OrdMap<ContextId, u64>,
 }
 
 impl GovState {
@@ -471,13 +498,13 @@ impl GovState {
     pub fn empty(namespace_id: NamespaceId) -> Self {
         GovState {
             namespace_id,
-            groups: BTreeMap::new(),
-            deleted: BTreeSet::new(),
-            nonces: BTreeMap::new(),
+            groups: OrdMap::new(),
+            deleted: OrdSet::new(),
+            nonces: OrdMap::new(),
             namespace_key: None,
-            namespace_key_holders: BTreeSet::new(),
-            namespace_key_ids: BTreeSet::new(),
-            members_revisions: BTreeMap::new(),
+            namespace_key_holders: OrdSet::new(),
+            namespace_key_ids: OrdSet::new(),
+            members_revisions: OrdMap::new(),
         }
     }
 
@@ -532,9 +559,7 @@ impl GovState {
     /// what a member of a group and a node outside it agree on.
     pub fn structural(&self) -> GovState {
         let mut s = self.clone();
-        for g in s.groups.values_mut() {
-            *g = Arc::new(g.structural());
-        }
+        s.groups = self.groups.iter().map(|(id, g)| (*id, Arc::new(g.structural()))).collect();
         s
     }
 

@@ -24,6 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use imbl::ordmap;
 use weft_primitives::{
     ContextConfigValue, ContextId, ContextIdentityValue, GroupId, NamespaceId, NamespaceIdentityValue, PublicKey,
 };
@@ -53,23 +54,37 @@ impl<B: Backend> Governance<B> {
         old: &GovState,
         new: &GovState,
     ) -> Result<(), GovernanceError> {
-        let (old_groups, new_groups) = (context_groups(old), context_groups(new));
-        let changed_groups: BTreeSet<GroupId> = new
+        // Only what the two folds do not share: the groups an op copied (added, removed or
+        // changed) and the revisions that moved.
+        let changed: Vec<GroupId> = old
             .groups
-            .iter()
-            .filter(|(id, g)| old.groups.get(id).is_none_or(|o| !o.members.keys().eq(g.members.keys())))
-            .map(|(id, _)| *id)
-            .chain(old.groups.keys().filter(|id| !new.groups.contains_key(id)).copied())
+            .diff(&new.groups)
+            .map(|item| match item {
+                ordmap::DiffItem::Add(id, _) | ordmap::DiffItem::Remove(id, _) => *id,
+                ordmap::DiffItem::Update { new: (id, _), .. } => *id,
+            })
             .collect();
-        let mut contexts: BTreeSet<ContextId> = new
+        let (old_groups, new_groups) = (context_groups(old, &changed), context_groups(new, &changed));
+        let mut contexts: BTreeSet<ContextId> = old
             .members_revisions
-            .iter()
-            .filter(|(c, r)| old.members_revisions.get(c) != Some(r))
-            .map(|(c, _)| *c)
+            .diff(&new.members_revisions)
+            .filter_map(|item| match item {
+                ordmap::DiffItem::Add(c, _) | ordmap::DiffItem::Update { new: (c, _), .. } => Some(*c),
+                ordmap::DiffItem::Remove(..) => None,
+            })
             .collect();
-        for (context_id, group) in old_groups.iter().chain(new_groups.iter()) {
-            if changed_groups.contains(group) || old_groups.get(context_id) != new_groups.get(context_id) {
-                contexts.insert(*context_id);
+        for group_id in &changed {
+            let (o, n) = (old.groups.get(group_id), new.groups.get(group_id));
+            let members_changed = match (o, n) {
+                (Some(o), Some(n)) => {
+                    o.members.diff(&n.members).any(|item| !matches!(item, ordmap::DiffItem::Update { .. }))
+                }
+                _ => true,
+            };
+            for (context_id, _) in old_groups.iter().chain(new_groups.iter()).filter(|(_, g)| *g == group_id) {
+                if members_changed || old_groups.get(context_id) != new_groups.get(context_id) {
+                    contexts.insert(*context_id);
+                }
             }
         }
         if contexts.is_empty() {
@@ -81,13 +96,18 @@ impl<B: Backend> Governance<B> {
                 continue;
             }
             // Registered before, yet without a revision row: deleted here (see the module docs).
-            if old_groups.contains_key(&context_id) && !self.store.contains(&ContextConfig { context_id })? {
+            let registered_before = old_groups.contains_key(&context_id) || old.group_of_context(&context_id).is_some();
+            if registered_before && !self.store.contains(&ContextConfig { context_id })? {
                 continue;
             }
             let members_of = |state: &GovState, groups: &BTreeMap<ContextId, GroupId>| -> BTreeSet<PublicKey> {
+                // A context of a group neither fold changed (its revision moved alone) is
+                // looked for in every group.
                 groups
                     .get(&context_id)
-                    .and_then(|g| state.groups.get(g))
+                    .copied()
+                    .or_else(|| state.group_of_context(&context_id))
+                    .and_then(|g| state.groups.get(&g))
                     .map(|g| g.members.keys().copied().collect())
                     .unwrap_or_default()
             };
@@ -228,8 +248,13 @@ impl<B: Backend> Governance<B> {
 }
 
 /// Every registered context's group in a fold.
-fn context_groups(state: &GovState) -> BTreeMap<ContextId, GroupId> {
-    state.groups.iter().flat_map(|(id, g)| g.contexts.iter().map(move |c| (*c, *id))).collect()
+/// Where the contexts of `groups` are registered in `state`.
+fn context_groups(state: &GovState, groups: &[GroupId]) -> BTreeMap<ContextId, GroupId> {
+    groups
+        .iter()
+        .filter_map(|id| state.groups.get(id).map(|g| (id, g)))
+        .flat_map(|(id, g)| g.contexts.iter().map(move |c| (*c, *id)))
+        .collect()
 }
 
 /// A member's directory row: this node's own identity's keys in its own row, nothing in the

@@ -51,7 +51,9 @@ pub struct GovernanceConfig {
     /// How long an op may wait for its parents ([`PENDING_TTL`] by default); older ones are
     /// dropped (peers send them again once their parents can be had).
     pub pending_ttl: Duration,
-    /// Memoized fold states kept per namespace before the memo is cleared.
+    /// States after single ops the fold keeps memoized per namespace (those of the ops last
+    /// in the order; older ones are recomputed from the running fold's checkpoints when a
+    /// new op names them), and states at positions asked for.
     pub memo_limit: usize,
     /// Rejected op ids remembered per namespace (so their descendants are rejected too).
     pub rejected_limit: usize,
@@ -69,7 +71,7 @@ impl Default for GovernanceConfig {
             max_pending: 1024,
             max_pending_per_signer: MAX_PENDING_PER_SIGNER,
             pending_ttl: PENDING_TTL,
-            memo_limit: 4096,
+            memo_limit: super::fold::DEFAULT_MEMO_LIMIT,
             rejected_limit: 4096,
             max_clock_drift_ms: weft_primitives::DEFAULT_MAX_CLOCK_DRIFT_MS,
         }
@@ -187,6 +189,22 @@ struct Loaded {
     memo: Memo,
     folded: Folded,
     rejected: BTreeMap<OpId, Rejection>,
+}
+
+impl Loaded {
+    /// A copy to change, which replaces this one if the change is written: everything but
+    /// the memo is copied; the memo is moved (its entries hold whichever graph they are used
+    /// with: the caller hands it back if the copy is dropped).
+    fn scratch(&mut self) -> Loaded {
+        Loaded {
+            graph: self.graph.clone(),
+            pending: self.pending.clone(),
+            pending_at: self.pending_at.clone(),
+            memo: std::mem::take(&mut self.memo),
+            folded: self.folded.clone(),
+            rejected: self.rejected.clone(),
+        }
+    }
 }
 
 /// Governance over a node store.

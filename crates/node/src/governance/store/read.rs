@@ -65,7 +65,7 @@ impl<B: Backend> Governance<B> {
         }
         let sealed = graph.unopened();
         self.open_sealed(&mut graph, &sealed)?;
-        let mut memo = Memo::default();
+        let mut memo = Memo::new(self.config.memo_limit);
         let folded = fold::fold(&graph, &mut memo);
         // Stores written before the Config and Identity rows were kept (schema 4 and older).
         self.backfill_contexts(&folded.state)?;
@@ -126,7 +126,7 @@ impl<B: Backend> Governance<B> {
 
     /// Every logged op's verdict in the current fold.
     pub fn verdicts(&self, namespace_id: &NamespaceId) -> Result<BTreeMap<OpId, Verdict>, GovernanceError> {
-        self.with_loaded(namespace_id, |l| l.folded.verdicts.clone())
+        self.with_loaded(namespace_id, |l| l.folded.verdicts.iter().map(|(id, v)| (*id, v.clone())).collect())
     }
 
     /// The state at a governance position (the fold of `heads` and their

@@ -3,7 +3,9 @@
 //! new one (row by row, so a re-fold that flips an earlier verdict rewrites exactly what
 //! changed).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
+
+use imbl::{ordmap, ordset, OrdMap, OrdSet};
 
 use weft_primitives::{
     Capabilities, ContextId, GroupDefaultCapsValue, GroupId, GroupMemberCapabilityValue, GroupMetaValue,
@@ -43,7 +45,7 @@ impl<B: Backend> Governance<B> {
                     .get(&GroupOpHead { group_id })?
                     .unwrap_or(GroupOpHeadValue { sequence: 0, dag_heads: Vec::new() }),
             };
-            let ancestors = graph.down_set(&op.content.parents);
+            let ancestors = graph.ancestors_among(&op.content.parents, &head.dag_heads);
             let mut dag_heads: Vec<OpId> = head.dag_heads.into_iter().filter(|h| !ancestors.contains(h)).collect();
             dag_heads.push(*id);
             dag_heads.sort_unstable();
@@ -75,7 +77,15 @@ impl<B: Backend> Governance<B> {
             Some(w) => batch.put(&GroupLocalGovNonce { group_id: root, signer: *signer }, w),
             None => batch.delete(&GroupLocalGovNonce { group_id: root, signer: *signer }),
         });
-        let ids: BTreeSet<GroupId> = old.groups.keys().chain(new.groups.keys()).copied().collect();
+        // Only the groups the two folds do not share (an op copies the group it changes).
+        let ids: BTreeSet<GroupId> = old
+            .groups
+            .diff(&new.groups)
+            .map(|item| match item {
+                ordmap::DiffItem::Add(id, _) | ordmap::DiffItem::Remove(id, _) => *id,
+                ordmap::DiffItem::Update { new: (id, _), .. } => *id,
+            })
+            .collect();
         for group_id in ids {
             self.stage_group(batch, new.namespace_id, group_id, old.group(&group_id), new.group(&group_id))?;
         }
@@ -109,7 +119,7 @@ impl<B: Backend> Governance<B> {
             // progress, from the contexts' metadata and migration records.
             match n.upgrade.as_ref() {
                 Some(u) => {
-                    let contexts: Vec<ContextId> = n.contexts.keys().copied().collect();
+                    let contexts: Vec<ContextId> = n.contexts.iter().copied().collect();
                     let target = n.meta.as_ref().map(|m| m.target_application_id).unwrap_or_default();
                     self.stage_progress(batch, g, u, target, &contexts, None)?;
                 }
@@ -119,7 +129,7 @@ impl<B: Backend> Governance<B> {
                 }
             }
         }
-        diff(&o.joined, &n.joined, |(identity, context_id), present| {
+        diff_set(&o.joined, &n.joined, |(context_id, identity), present| {
             let key = GroupMemberContext { group_id: g, identity: *identity, context_id: *context_id };
             match present {
                 Some(()) => batch.put(&key, identity),
@@ -166,13 +176,13 @@ impl<B: Backend> Governance<B> {
                 None => batch.delete(&key),
             }
         });
-        diff(&o.children, &n.children, |child_id, present| match present {
+        diff_set(&o.children, &n.children, |child_id, present| match present {
             Some(()) => batch.put(&GroupChildIndex { parent_id: g, child_id: *child_id }, &()),
             None => batch.delete(&GroupChildIndex { parent_id: g, child_id: *child_id }),
         });
         let mut unref = Vec::new();
         let mut registered = Vec::new();
-        diff(&o.contexts, &n.contexts, |context_id, present| match present {
+        diff_set(&o.contexts, &n.contexts, |context_id, present| match present {
             Some(()) => {
                 batch.put(&GroupContextIndex { group_id: g, context_id: *context_id }, &());
                 registered.push(*context_id);
@@ -208,7 +218,8 @@ impl<B: Backend> Governance<B> {
     }
 }
 
-/// A group's state in the shapes its rows take, for diffing.
+/// A group's state in the shapes its rows take, for diffing (the collections are the
+/// state's own persistent ones: copied in O(1), diffed skipping what the two folds share).
 #[derive(Clone, Default)]
 struct Fields {
     meta: Option<GroupMetaValue>,
@@ -216,14 +227,14 @@ struct Fields {
     upgrade: Option<GroupUpgradeValue>,
     defaults: Option<GroupDefaultCapsValue>,
     alias: Option<String>,
-    members: BTreeMap<PublicKey, Role>,
-    capabilities: BTreeMap<PublicKey, Capabilities>,
-    context_caps: BTreeMap<(ContextId, PublicKey), weft_primitives::ContextCapabilities>,
-    member_aliases: BTreeMap<PublicKey, String>,
-    context_aliases: BTreeMap<ContextId, String>,
-    children: BTreeMap<GroupId, ()>,
-    contexts: BTreeMap<ContextId, ()>,
-    joined: BTreeMap<(PublicKey, ContextId), ()>,
+    members: OrdMap<PublicKey, Role>,
+    capabilities: OrdMap<PublicKey, Capabilities>,
+    context_caps: OrdMap<(ContextId, PublicKey), weft_primitives::ContextCapabilities>,
+    member_aliases: OrdMap<PublicKey, String>,
+    context_aliases: OrdMap<ContextId, String>,
+    children: OrdSet<GroupId>,
+    contexts: OrdSet<ContextId>,
+    joined: OrdSet<(ContextId, PublicKey)>,
 }
 
 impl Fields {
@@ -239,9 +250,9 @@ impl Fields {
             context_caps: g.context_capabilities.clone(),
             member_aliases: g.member_aliases.clone(),
             context_aliases: g.context_aliases.clone(),
-            children: g.children.iter().map(|c| (*c, ())).collect(),
-            contexts: g.contexts.iter().map(|c| (*c, ())).collect(),
-            joined: g.joined.iter().map(|(c, m)| ((*m, *c), ())).collect(),
+            children: g.children.clone(),
+            contexts: g.contexts.clone(),
+            joined: g.joined.clone(),
         }
     }
 }
@@ -254,15 +265,25 @@ fn single<V: PartialEq>(old: Option<&V>, new: Option<&V>, f: impl FnOnce(Option<
 }
 
 /// Calls `f(key, Some(new))` for each added or changed entry and `f(key, None)` for each removed one.
-fn diff<K: Ord, V: PartialEq>(old: &BTreeMap<K, V>, new: &BTreeMap<K, V>, mut f: impl FnMut(&K, Option<&V>)) {
-    for (k, v) in new {
-        if old.get(k) != Some(v) {
-            f(k, Some(v));
+pub(super) fn diff<K: Ord + Clone, V: PartialEq + Clone>(
+    old: &OrdMap<K, V>,
+    new: &OrdMap<K, V>,
+    mut f: impl FnMut(&K, Option<&V>),
+) {
+    for item in old.diff(new) {
+        match item {
+            ordmap::DiffItem::Add(k, v) | ordmap::DiffItem::Update { new: (k, v), .. } => f(k, Some(v)),
+            ordmap::DiffItem::Remove(k, _) => f(k, None),
         }
     }
-    for k in old.keys() {
-        if !new.contains_key(k) {
-            f(k, None);
+}
+
+/// Calls `f(key, Some(()))` for each added key and `f(key, None)` for each removed one.
+fn diff_set<K: Ord + Clone>(old: &OrdSet<K>, new: &OrdSet<K>, mut f: impl FnMut(&K, Option<()>)) {
+    for item in old.diff(new) {
+        match item {
+            ordset::DiffItem::Add(k) => f(k, Some(())),
+            ordset::DiffItem::Remove(k) => f(k, None),
         }
     }
 }

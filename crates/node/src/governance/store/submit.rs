@@ -111,17 +111,8 @@ impl<B: Backend> Governance<B> {
     pub fn next_nonce(&self, namespace_id: &NamespaceId, signer: &PublicKey) -> Result<u64, GovernanceError> {
         let mut namespaces = lock(&self.namespaces);
         let loaded = self.loaded(&mut namespaces, *namespace_id)?;
-        Ok(loaded
-            .graph
-            .order()
-            .iter()
-            .filter_map(|id| loaded.graph.get(id))
-            .chain(loaded.pending.values())
-            .filter(|op| op.content.signer == *signer)
-            .map(|op| op.content.nonce)
-            .max()
-            .unwrap_or(0)
-            .saturating_add(1))
+        let pending = loaded.pending.values().filter(|op| op.content.signer == *signer).map(|op| op.content.nonce);
+        Ok(pending.fold(loaded.graph.max_nonce(signer), u64::max).saturating_add(1))
     }
 
     /// Builds an op on the namespace's current heads with the signer's next nonce.
@@ -242,9 +233,31 @@ impl<B: Backend> Governance<B> {
         let namespace_id = op.content.namespace_id;
         let mut namespaces = lock(&self.namespaces);
         let loaded = self.loaded(&mut namespaces, namespace_id)?;
-        let mut next = loaded.clone();
+        let mut next = loaded.scratch();
+        match self.submit_to(loaded, &mut next, op) {
+            Ok(outcome) => {
+                *loaded = next;
+                Ok(outcome)
+            }
+            Err(e) => {
+                // What the scratch fold memoized holds whatever happens to its ops.
+                loaded.memo = next.memo;
+                Err(e)
+            }
+        }
+    }
+
+    /// [`submit`](Self::submit) into `next`, a scratch copy of `loaded` that replaces it if this
+    /// returns `Ok` (a rejected op is remembered in `loaded` itself).
+    fn submit_to(
+        &self,
+        loaded: &mut Loaded,
+        next: &mut Loaded,
+        op: SignedOp,
+    ) -> Result<SubmitOutcome, GovernanceError> {
+        let namespace_id = op.content.namespace_id;
         let op_id = op.op_id;
-        let outcome = match self.admit(&mut next, op) {
+        let outcome = match self.admit(next, op) {
             Ok(outcome) => outcome,
             Err(GovernanceError::Rejected(reason)) => {
                 // Remembered, and its pending descendants dropped, so that ops built on it
@@ -256,7 +269,6 @@ impl<B: Backend> Governance<B> {
             Err(e) => return Err(e),
         };
         if let Some(done) = outcome.done {
-            *loaded = next;
             return Ok(done);
         }
         // Ops were logged: re-fold and write everything in one batch.
@@ -277,10 +289,6 @@ impl<B: Backend> Governance<B> {
             None => Submitted::Duplicate,
         };
         next.folded = folded;
-        if next.memo.len() > self.config.memo_limit {
-            next.memo.clear();
-        }
-        *loaded = next;
         Ok(SubmitOutcome { op, released: outcome.released, dropped: outcome.dropped })
     }
 
@@ -413,7 +421,7 @@ impl<B: Backend> Governance<B> {
 
     /// The ops of the namespace held back in the current fold (see [`crate::governance::fold::Folded::held`]).
     pub fn held(&self, namespace_id: &NamespaceId) -> Result<BTreeSet<OpId>, GovernanceError> {
-        self.with_loaded(namespace_id, |l| l.folded.held.clone())
+        self.with_loaded(namespace_id, |l| l.folded.held.iter().copied().collect())
     }
 
     /// Drops the pending ops that waited longer than `pending_ttl` (ops built on them wait
