@@ -198,7 +198,7 @@ impl OpGraph {
     }
 }
 
-/// Positions of the order between two checkpoints of the running fold ([`Run`]): a new op
+/// Positions of the order between two checkpoints of the running fold (`Run`): a new op
 /// re-folds at most this many ops before it, and a merge walks at most this many beyond the
 /// ops concurrent with it.
 pub const CHECKPOINT_EVERY: usize = 32;
@@ -210,7 +210,7 @@ pub const DEFAULT_MEMO_LIMIT: usize = 256;
 
 /// Memoized per-op results: the verdict at an op's parents (and its private body's
 /// outcome there), the state after recent ops at their own positions, and the running fold
-/// ([`Run`]). They depend only on the ops' ancestors and on which sealed bodies this node has
+/// (`Run`). They depend only on the ops' ancestors and on which sealed bodies this node has
 /// opened: they never go stale while no new body is opened (a key arriving clears the memo),
 /// whatever graph they are used with next (a scratch graph's ops that were never written
 /// leave entries no one asks for).
