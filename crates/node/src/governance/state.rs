@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use imbl::{OrdMap, OrdSet};
+use imbl::{ordmap, OrdMap, OrdSet};
 
 use weft_primitives::{
     ApplicationId, Capabilities, ContextCapabilities, ContextId, GroupId, GroupMetaValue, GroupUpgradeValue, KeyId,
@@ -561,6 +561,18 @@ impl GovState {
         let mut s = self.clone();
         s.groups = self.groups.iter().map(|(id, g)| (*id, Arc::new(g.structural()))).collect();
         s
+    }
+
+    /// The groups this state and `new` do not share: added, removed, or changed (an op copies
+    /// the group it changes), found without visiting what the two share.
+    pub fn changed_groups(&self, new: &GovState) -> Vec<GroupId> {
+        self.groups
+            .diff(&new.groups)
+            .map(|item| match item {
+                ordmap::DiffItem::Add(id, _) | ordmap::DiffItem::Remove(id, _) => *id,
+                ordmap::DiffItem::Update { new: (id, _), .. } => *id,
+            })
+            .collect()
     }
 
     /// A live group.

@@ -92,11 +92,10 @@ async fn after_rounds(a: &Node<weft_store::MemoryBackend>, b: &Node<weft_store::
     use std::sync::atomic::Ordering;
     let rounds = |n: &Node<weft_store::MemoryBackend>| n.net.stats().anti_entropy_rounds.load(Ordering::Relaxed);
     let targets = (rounds(a) + count, rounds(b) + count);
-    let deadline = std::time::Instant::now() + WITHIN;
-    while rounds(a) < targets.0 || rounds(b) < targets.1 {
-        assert!(std::time::Instant::now() < deadline, "{count} rounds did not run within {WITHIN:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(WITHIN, &format!("{count} anti-entropy rounds on each node"), || {
+        rounds(a) >= targets.0 && rounds(b) >= targets.1
+    })
+    .await;
 }
 
 /// A node that comes up behind on many contexts catches all of them up from the statuses it

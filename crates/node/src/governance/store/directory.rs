@@ -53,18 +53,11 @@ impl<B: Backend> Governance<B> {
         batch: &mut WriteBatch<'_, B, Column>,
         old: &GovState,
         new: &GovState,
+        changed: &[GroupId],
     ) -> Result<(), GovernanceError> {
         // Only what the two folds do not share: the groups an op copied (added, removed or
-        // changed) and the revisions that moved.
-        let changed: Vec<GroupId> = old
-            .groups
-            .diff(&new.groups)
-            .map(|item| match item {
-                ordmap::DiffItem::Add(id, _) | ordmap::DiffItem::Remove(id, _) => *id,
-                ordmap::DiffItem::Update { new: (id, _), .. } => *id,
-            })
-            .collect();
-        let (old_groups, new_groups) = (context_groups(old, &changed), context_groups(new, &changed));
+        // changed: `changed`, `GovState::changed_groups`) and the revisions that moved.
+        let (old_groups, new_groups) = (context_groups(old, changed), context_groups(new, changed));
         let mut contexts: BTreeSet<ContextId> = old
             .members_revisions
             .diff(&new.members_revisions)
@@ -73,7 +66,7 @@ impl<B: Backend> Governance<B> {
                 ordmap::DiffItem::Remove(..) => None,
             })
             .collect();
-        for group_id in &changed {
+        for group_id in changed {
             let (o, n) = (old.groups.get(group_id), new.groups.get(group_id));
             let members_changed = match (o, n) {
                 (Some(o), Some(n)) => {

@@ -3,7 +3,7 @@
 //! new one (row by row, so a re-fold that flips an earlier verdict rewrites exactly what
 //! changed).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use imbl::{ordmap, ordset, OrdMap, OrdSet};
 
@@ -78,20 +78,13 @@ impl<B: Backend> Governance<B> {
             None => batch.delete(&GroupLocalGovNonce { group_id: root, signer: *signer }),
         });
         // Only the groups the two folds do not share (an op copies the group it changes).
-        let ids: BTreeSet<GroupId> = old
-            .groups
-            .diff(&new.groups)
-            .map(|item| match item {
-                ordmap::DiffItem::Add(id, _) | ordmap::DiffItem::Remove(id, _) => *id,
-                ordmap::DiffItem::Update { new: (id, _), .. } => *id,
-            })
-            .collect();
-        for group_id in ids {
-            self.stage_group(batch, new.namespace_id, group_id, old.group(&group_id), new.group(&group_id))?;
+        let changed = old.changed_groups(new);
+        for group_id in &changed {
+            self.stage_group(batch, new.namespace_id, *group_id, old.group(group_id), new.group(group_id))?;
         }
         // Each context's member directory and members revision (see `directory`); the
         // caller holds `context::config::lock` until the batch is written.
-        self.stage_contexts(batch, old, new)?;
+        self.stage_contexts(batch, old, new, &changed)?;
         Ok(())
     }
 
