@@ -79,6 +79,7 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
     let identity = key.public_key();
     let peer_id = peer_id_of(&identity)?;
 
+    let stop_timeout_ms = config.storage.stop_timeout_ms;
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("weftd").build().map_err(other)?;
     let service = runtime.block_on(async {
@@ -144,6 +145,8 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
                 eprintln!("weftd: {failure}; shutting down");
             }
         }
+        stop_deadline(std::time::Duration::from_millis(stop_timeout_ms));
+        stall_stop_for_debug().await;
         service.tasks().shutting_down();
         server.stop().await;
         service.stop_network().await;
@@ -172,6 +175,47 @@ fn inject_debug_panic(service: &NodeService<RocksBackend>) {
     }
     #[cfg(not(debug_assertions))]
     let _ = service;
+}
+
+/// Bounds the stop that begins now: a thread that, `timeout` from now, exits the process with
+/// status 1 if it is still running. Whatever holds the stop up then — an in-flight call, a
+/// blocking task, the final checkpoint or flush — is cut off as a crash would cut it off: the
+/// WAL holds every acknowledged write, and the next start replays the trie journal. Without
+/// it a stop waits for every blocking task (dropping the runtime runs them to completion), so
+/// one stuck task would keep a SIGTERM'd node running until its service manager kills it.
+fn stop_deadline(timeout: std::time::Duration) {
+    let spawned = std::thread::Builder::new().name("weftd-stop-deadline".into()).spawn(move || {
+        std::thread::sleep(timeout);
+        let ms = timeout.as_millis();
+        tracing::error!(timeout_ms = ms as u64, "the stop did not finish in time; exiting without closing the store");
+        eprintln!(
+            "weftd: did not stop within {ms} ms (storage.stop_timeout_ms); exiting without closing the store, \
+             as after a crash: the WAL holds every acknowledged write"
+        );
+        std::process::exit(1);
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no thread for the stop deadline; the stop is not bounded");
+    }
+}
+
+/// In debug builds only, `WEFTD_DEBUG_STALL_STOP=1` starts a blocking task that never ends
+/// when the stop begins (and waits until it runs: a blocking task not yet started when the
+/// runtime is dropped is never run), so the tests can watch [`stop_deadline`] end a stop that
+/// cannot finish. Release builds ignore the variable.
+async fn stall_stop_for_debug() {
+    #[cfg(debug_assertions)]
+    if std::env::var("WEFTD_DEBUG_STALL_STOP").is_ok_and(|v| v == "1") {
+        let (started, running) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_blocking(move || {
+            let _ = started.send(());
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        });
+        let _ = running.await;
+        tracing::warn!("WEFTD_DEBUG_STALL_STOP: a blocking task holds the stop up");
+    }
 }
 
 /// How often the daemon looks for contexts whose changed Merkle trie nodes can be written out.

@@ -8,6 +8,7 @@ mod common;
 mod netns;
 
 mod a_dead_task_stops_weftd;
+mod a_stuck_stop_is_cut_off;
 mod aliases_local;
 mod apps_limits_upgrades_restart;
 mod apps_run_in_contexts;

@@ -223,6 +223,10 @@ pub struct StorageConfig {
     /// context's own key count, the context is checkpointed (bounds the trie journal
     /// replayed after a crash).
     pub trie_checkpoint_keys: u64,
+    /// How long a stopping `weftd` (SIGTERM, SIGINT, a dead task) may take to finish its
+    /// in-flight work, checkpoint and flush, in milliseconds: past it, it exits at once, as
+    /// after a crash (the WAL holds every acknowledged write).
+    pub stop_timeout_ms: u64,
 }
 
 impl Default for StorageConfig {
@@ -238,6 +242,7 @@ impl Default for StorageConfig {
             trie_cache_mb: engine.trie_cache_bytes as u64 / MIB,
             trie_checkpoint_mb: engine.checkpoint_bytes as u64 / MIB,
             trie_checkpoint_keys: engine.checkpoint_keys as u64,
+            stop_timeout_ms: 30_000,
         }
     }
 }
@@ -362,7 +367,7 @@ impl NodeConfig {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid =
             |key: &'static str, reason: String| Err(ConfigError::Invalid { path: path.to_path_buf(), key, reason });
-        let positive: [(&'static str, u64); 31] = [
+        let positive: [(&'static str, u64); 32] = [
             ("p2p.max_connections", u64::from(self.p2p.max_connections)),
             ("p2p.max_connections_per_peer", u64::from(self.p2p.max_connections_per_peer)),
             ("p2p.max_connections_per_ip", u64::from(self.p2p.max_connections_per_ip)),
@@ -376,6 +381,7 @@ impl NodeConfig {
             ("storage.background_jobs", u64::from(self.storage.background_jobs)),
             ("storage.trie_checkpoint_mb", self.storage.trie_checkpoint_mb),
             ("storage.trie_checkpoint_keys", self.storage.trie_checkpoint_keys),
+            ("storage.stop_timeout_ms", self.storage.stop_timeout_ms),
             ("p2p.known_peer_ttl_ms", self.p2p.known_peer_ttl_ms),
             ("sync.anti_entropy_interval_ms", self.sync.anti_entropy_interval_ms),
             ("sync.catch_up_batch", u64::from(self.sync.catch_up_batch)),
@@ -613,6 +619,11 @@ trie_checkpoint_mb = {trie_checkpoint_mb}
 # checkpoint than this and than it holds: that bounds the journal replayed after
 # a crash. Default 262144.
 trie_checkpoint_keys = {trie_checkpoint_keys}
+# How long a stopping weftd (SIGTERM, SIGINT, a dead task) may take to finish
+# in-flight calls, checkpoint the tries and flush, in milliseconds. Past it, it
+# exits at once (status 1), as after a crash: the WAL holds every acknowledged
+# write, and the next start replays it. Default 30000.
+stop_timeout_ms = {stop_timeout_ms}
 
 [sync]
 # How often to compare each context's heads and root with each peer's and catch
@@ -750,6 +761,7 @@ log_lines_per_second = {log_lines_per_second}
             trie_cache_mb = self.storage.trie_cache_mb,
             trie_checkpoint_mb = self.storage.trie_checkpoint_mb,
             trie_checkpoint_keys = self.storage.trie_checkpoint_keys,
+            stop_timeout_ms = self.storage.stop_timeout_ms,
             max_deltas = MAX_DELTAS_PER_RESPONSE,
             d_anti_entropy_interval_ms = sync_defaults.anti_entropy_interval_ms,
             d_catch_up_batch = sync_defaults.catch_up_batch,

@@ -151,7 +151,12 @@ pub fn spawn_run(home: &Path, env: &[(&str, &str)]) -> (Child, Arc<Mutex<String>
 impl Node {
     /// Starts `weftd run` on an initialized home and waits until `/ready` answers 200.
     pub fn start(home: &Path) -> Node {
-        let (mut child, stdout, stderr) = spawn_run(home, &[]);
+        Node::start_with(home, &[])
+    }
+
+    /// [`Node::start`] with `env` set for weftd.
+    pub fn start_with(home: &Path, env: &[(&str, &str)]) -> Node {
+        let (mut child, stdout, stderr) = spawn_run(home, env);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             assert!(Instant::now() < deadline, "weftd did not become ready: {}", stderr.lock().unwrap());
@@ -170,11 +175,19 @@ impl Node {
     }
 
     /// Sends SIGTERM and waits for a clean exit; returns what weftd wrote to stderr.
-    pub fn stop(mut self) -> String {
+    pub fn stop(self) -> String {
+        let (exit, stderr) = self.terminate(Duration::from_secs(30));
+        assert!(exit.success(), "weftd exited with {exit}: {stderr}");
+        stderr
+    }
+
+    /// Sends SIGTERM and waits (up to `within`, else it panics) for weftd to exit, however it
+    /// exits; returns its exit status and what it wrote to stderr.
+    pub fn terminate(mut self, within: Duration) -> (std::process::ExitStatus, String) {
         let mut child = self.child.take().unwrap();
         let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
         assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + within;
         let exit = loop {
             if let Some(exit) = child.try_wait().unwrap() {
                 break exit;
@@ -196,8 +209,7 @@ impl Node {
         // Let the drain threads see EOF.
         std::thread::sleep(Duration::from_millis(50));
         let stderr = self.stderr.lock().unwrap().clone();
-        assert!(exit.success(), "weftd exited with {exit}: {stderr}");
-        stderr
+        (exit, stderr)
     }
 
     /// Kills weftd with SIGKILL (no shutdown, no flush) and waits for it; returns what it wrote
