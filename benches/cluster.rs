@@ -4,12 +4,15 @@
 //!
 //! - `latency`: `WEFT_CLUSTER_NODES` nodes (default 3), each connected to every other. Node 0
 //!   writes one-key deltas at `WEFT_CLUSTER_RATE` writes/s (default 1,000) for
-//!   `WEFT_CLUSTER_SECONDS` seconds (default 10) and publishes each. A delta's latency runs
-//!   from just before its write on node 0 until every other node has reported it applied
-//!   (`NetEvent::Applied`). The writes form one chain, so a node whose only head is delta `d`
-//!   holds the state node 0 had right after writing `d`: whenever a receiver is seen at that
-//!   point its root is compared with the writer's (`root_checks`, `root_mismatches`). After
-//!   the last write every node must reach equal roots at equal heads (`converged_ms` after it).
+//!   `WEFT_CLUSTER_SECONDS` seconds (default 10) and publishes each; with
+//!   `WEFT_CLUSTER_WRITERS=k` (default 1) the writes go round-robin to nodes 0..k, so
+//!   `WEFT_CLUSTER_WRITERS` = `WEFT_CLUSTER_NODES` spreads them across all. A delta's latency
+//!   runs from just before its write until every other node has reported it applied
+//!   (`NetEvent::Applied`). A node whose only head is delta `d` holds the state `d`'s writer
+//!   had right after writing it (its writes go on all its heads): whenever a node is seen at
+//!   such a point its root is compared with the writer's (`root_checks`, `root_mismatches`).
+//!   After the last write every node must reach equal roots at equal heads (`converged_ms`
+//!   after it).
 //! - `catch_up`: a second pair. Q syncs with P and stops; P writes `WEFT_CLUSTER_CATCHUP`
 //!   deltas (default 100,000); Q restarts on the same store and catches up to equal roots at
 //!   equal heads. Rate = missed deltas / time from Q's restart to convergence.
@@ -184,6 +187,9 @@ fn percentile(sorted: &[Duration], p: f64) -> String {
     format!("{:.2}", sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e3)
 }
 
+/// A write of the latency phase: its delta, when it began, and which node wrote it.
+type Written = (DeltaId, Instant, usize);
+
 /// What a receiving node saw.
 #[derive(Default)]
 struct Seen {
@@ -193,9 +199,12 @@ struct Seen {
     lagged: u64,
 }
 
-async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
+async fn latency(n: usize, writers: usize, rate: u64, seconds: u64) -> R<String> {
     if n < 2 {
         return Err("WEFT_CLUSTER_NODES must be at least 2".into());
+    }
+    if writers == 0 || writers > n {
+        return Err("WEFT_CLUSTER_WRITERS must be between 1 and WEFT_CLUSTER_NODES".into());
     }
     let dirs = (0..n).map(|_| tempfile::tempdir()).collect::<Result<Vec<_>, _>>()?;
     let mut nodes: Vec<Node> = Vec::new();
@@ -230,7 +239,7 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
     let roots: Arc<Mutex<HashMap<DeltaId, Hash>>> = Arc::default();
     let mut seen = Vec::new();
     let mut collectors = Vec::new();
-    for node in &nodes[1..] {
+    for node in &nodes {
         let record: Arc<Mutex<Seen>> = Arc::default();
         seen.push(record.clone());
         let mut events = node.net.subscribe();
@@ -266,12 +275,11 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
     let (lo0, tcp0) = (lo_bytes(), tcp_payload(&ports));
     let total = rate * seconds;
     let writer = {
-        let engine = nodes[0].engine.clone();
-        let net = nodes[0].net.clone();
-        let secret = nodes[0].secret.clone();
+        let writing: Vec<(Arc<Engine>, Network, SecretKey)> =
+            nodes[..writers].iter().map(|w| (w.engine.clone(), w.net.clone(), w.secret.clone())).collect();
         let roots = roots.clone();
         let handle = tokio::runtime::Handle::current();
-        tokio::task::spawn_blocking(move || -> R<(Vec<(DeltaId, Instant)>, Duration)> {
+        tokio::task::spawn_blocking(move || -> R<(Vec<Written>, Duration)> {
             let interval = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
             let mut written = Vec::with_capacity(total as usize);
             let started = Instant::now();
@@ -281,18 +289,20 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
                 if due > now {
                     std::thread::sleep(due - now);
                 }
+                let author = (i % writing.len() as u64) as usize;
+                let (engine, net, secret) = &writing[author];
                 let t0 = Instant::now();
-                let wrote = engine.write(&CTX, &secret, put(format!("lat/{i:08}")))?;
+                let wrote = engine.write(&CTX, secret, put(format!("lat/{i:08}")))?;
                 let (id, delta) = (wrote.delta.delta_id, wrote.delta);
                 lock(&roots).insert(id, wrote.root_hash);
-                written.push((id, t0));
+                written.push((id, t0, author));
                 handle.block_on(net.publish(CTX, delta))?;
             }
             Ok((written, started.elapsed()))
         })
     };
     let (written, writing) = writer.await??;
-    let last_write = written.last().map(|(_, t)| *t).unwrap_or_else(Instant::now);
+    let last_write = written.last().map(|(_, t, _)| *t).unwrap_or_else(Instant::now);
     converged(&all, Duration::from_secs(120)).await?;
     let converged_ms = last_write.elapsed().as_secs_f64() * 1e3;
     let (lo1, tcp1) = (lo_bytes(), tcp_payload(&ports));
@@ -306,9 +316,9 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
     let mut missing = 0u64;
     {
         let seen: Vec<MutexGuard<'_, Seen>> = seen.iter().map(|s| lock(s)).collect();
-        for (id, t0) in &written {
+        for (id, t0, author) in &written {
             let mut worst = Some(Duration::ZERO);
-            for s in &seen {
+            for (_, s) in seen.iter().enumerate().filter(|(k, _)| k != author) {
                 worst = match (worst, s.applied.get(id)) {
                     (Some(w), Some(t)) => Some(w.max(t.saturating_duration_since(*t0))),
                     _ => None,
@@ -326,7 +336,7 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
         (c + s.root_checks, m + s.root_mismatches, l + s.lagged)
     });
     if mismatches > 0 {
-        return Err(format!("{mismatches} receivers had a different root at the writer's head").into());
+        return Err(format!("{mismatches} times a node had a different root at a writer's head").into());
     }
     let delta_count = nodes[0].engine.view(&CTX)?.status.delta_count;
     for node in &nodes {
@@ -335,13 +345,14 @@ async fn latency(n: usize, rate: u64, seconds: u64) -> R<String> {
     let mean = latencies.iter().map(Duration::as_secs_f64).sum::<f64>() / latencies.len().max(1) as f64 * 1e3;
     Ok(format!(
         concat!(
-            "{{\"nodes\":{},\"rate_per_s\":{},\"seconds\":{},\"writes\":{},\"achieved_rate_per_s\":{:.0},",
+            "{{\"nodes\":{},\"writers\":{},\"rate_per_s\":{},\"seconds\":{},\"writes\":{},\"achieved_rate_per_s\":{:.0},",
             "\"measured\":{},\"missing\":{},\"lagged_events\":{},",
             "\"p50_ms\":{},\"p90_ms\":{},\"p99_ms\":{},\"max_ms\":{},\"mean_ms\":{:.2},",
             "\"root_checks\":{},\"root_mismatches\":{},\"converged_ms\":{:.1},\"delta_count\":{},",
             "\"lo_bytes\":{},\"tcp_payload_bytes\":{}}}"
         ),
         n,
+        writers,
         rate,
         seconds,
         written.len(),
@@ -736,7 +747,8 @@ async fn run() -> R<String> {
     let rate = env("WEFT_CLUSTER_RATE", 1_000)?;
     let seconds = env("WEFT_CLUSTER_SECONDS", 10)?;
     let missed = env("WEFT_CLUSTER_CATCHUP", 100_000)?;
-    let latency = latency(nodes, rate, seconds).await?;
+    let writers = env("WEFT_CLUSTER_WRITERS", 1)? as usize;
+    let latency = latency(nodes, writers, rate, seconds).await?;
     let (catch_up, check, snapshot) = catch_up_and_check(missed).await?;
     let repair_keys = env("WEFT_CLUSTER_REPAIR_KEYS", 1_000_000)?;
     let repair_diffs = env("WEFT_CLUSTER_REPAIR_DIFFS", 1_000)?;

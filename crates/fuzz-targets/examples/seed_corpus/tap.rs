@@ -123,16 +123,18 @@ fn swarm() -> Swarm<TapBehaviour> {
         .with_tokio()
         .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)
         .unwrap()
-        .with_behaviour(|key| {
+        .with_behaviour(|_key| {
             let config = gossipsub::ConfigBuilder::default()
                 .validate_messages()
                 .max_transmit_size(protocol::MAX_FRAME)
                 .heartbeat_interval(Duration::from_millis(200))
+                // As weft gossips: no libp2p signatures (see weft-node's net/swarm.rs).
+                .validation_mode(gossipsub::ValidationMode::Anonymous)
+                .message_id_fn(weft_node::net::gossip_message_id)
                 .build()
                 .unwrap();
             TapBehaviour {
-                gossipsub: gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), config)
-                    .unwrap(),
+                gossipsub: gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Anonymous, config).unwrap(),
                 sync: request_response::Behaviour::with_codec(
                     RawCodec,
                     [(StreamProtocol::new(SYNC_PROTOCOL), ProtocolSupport::Full)],

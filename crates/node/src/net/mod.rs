@@ -57,6 +57,7 @@ pub use quiet::SWEEP_ROUNDS;
 pub use repair::{MAX_REPAIR_ROUNDS, MAX_REPAIR_SESSIONS};
 pub use snapshot::{MAX_SNAPSHOT_SERVING, SNAPSHOT_IDLE};
 pub use stats::{Export, MetricKind, NetStats};
+pub use swarm::{gossip_message_id, GOSSIP_MESH};
 
 /// The bytes `msg` takes on a sync stream: its Borsh encoding and the 4-byte length prefix.
 fn frame_len<T: borsh::BorshSerialize>(msg: &T) -> u64 {

@@ -40,6 +40,21 @@ pub(super) struct Behaviour {
 /// catch-ups; this leaves room for both sides' and for older peers. Yamux allows 512.
 pub const MAX_SYNC_STREAMS: usize = 256;
 
+/// The id of a gossip message: the hash of its topic and bytes, so identical payloads on one
+/// topic are one message whoever relays them. Messages carry no publisher or sequence number
+/// (anonymous gossipsub), so any other libp2p peer that speaks weft's gossip must use this id
+/// too: gossipsub's default id for such messages is the same for all of them.
+pub fn gossip_message_id(message: &gossipsub::Message) -> gossipsub::MessageId {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(message.topic.as_str().as_bytes());
+    hasher.update(&[0]);
+    hasher.update(&message.data);
+    gossipsub::MessageId::from(hasher.finalize().as_bytes().to_vec())
+}
+
+/// Peers in a topic's gossipsub mesh (see `build_swarm`).
+pub const GOSSIP_MESH: usize = 3;
+
 pub(super) fn build_swarm(keypair: identity::Keypair, config: &NetConfig) -> Result<Swarm<Behaviour>, NetError> {
     let request_timeout = config.request_timeout;
     let limits = libp2p_limits(config);
@@ -54,20 +69,30 @@ pub(super) fn build_swarm(keypair: identity::Keypair, config: &NetConfig) -> Res
                 .validate_messages()
                 .max_transmit_size(MAX_FRAME)
                 .heartbeat_interval(Duration::from_millis(500))
+                // No libp2p signature, source or sequence number on messages: what weft
+                // gossips is signed by its author (deltas, ops) and sealed, and nothing reads
+                // the publisher's peer id (rate limits and verdicts go to the peer a message
+                // came from). Signed, every copy a node received was checked against its
+                // publisher's key before the duplicate test: with ten nodes, six checks per
+                // message per node, which left ten nodes on two cores unable to keep up with
+                // 400 writes/s (BENCHMARKS.md "More nodes").
+                .validation_mode(gossipsub::ValidationMode::Anonymous)
+                // A mesh of 3 (2–6) instead of 6 (5–12): messages are published to every
+                // subscribed peer (flood publishing), so a larger mesh only adds forwarded
+                // duplicates. Ten nodes writing in turn sent 3.6 KB per write each with 6,
+                // 2.0 KB with 3; anti-entropy backs up whatever gossip misses.
+                .mesh_n(GOSSIP_MESH)
+                .mesh_n_low(GOSSIP_MESH - 1)
+                .mesh_n_high(2 * GOSSIP_MESH)
+                .mesh_outbound_min(1)
+                .gossip_lazy(GOSSIP_MESH)
                 // Identical payloads on one topic are the same message, whoever relays them; the
                 // same bytes on another topic are another message (a delta replayed on a
                 // namespace topic must be seen, and refused, there too).
-                .message_id_fn(|m: &gossipsub::Message| {
-                    let mut hasher = blake3::Hasher::new();
-                    hasher.update(m.topic.as_str().as_bytes());
-                    hasher.update(&[0]);
-                    hasher.update(&m.data);
-                    gossipsub::MessageId::from(hasher.finalize().as_bytes().to_vec())
-                })
+                .message_id_fn(gossip_message_id)
                 .build()
                 .map_err(|e| e.to_string())?;
-            let gossipsub =
-                gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), gossip_config)?;
+            let gossipsub = gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Anonymous, gossip_config)?;
             let mut kad = kad::Behaviour::with_config(
                 peer_id,
                 kad::store::MemoryStore::new(peer_id),

@@ -204,15 +204,17 @@ fn evil_swarm(keypair: identity::Keypair) -> Swarm<Evil> {
         .with_tokio()
         .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)
         .unwrap()
-        .with_behaviour(|key| {
+        .with_behaviour(|_key| {
             let config = gossipsub::ConfigBuilder::default()
                 .max_transmit_size(4 * MAX_FRAME)
                 .heartbeat_interval(Duration::from_millis(200))
+                // As weft gossips: no libp2p signatures (see net/swarm.rs).
+                .validation_mode(gossipsub::ValidationMode::Anonymous)
+                .message_id_fn(weft_node::net::gossip_message_id)
                 .build()
                 .unwrap();
             Evil {
-                gossipsub: gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), config)
-                    .unwrap(),
+                gossipsub: gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Anonymous, config).unwrap(),
                 sync: request_response::Behaviour::with_codec(
                     RawCodec,
                     [(StreamProtocol::new(SYNC_PROTOCOL), ProtocolSupport::Full)],

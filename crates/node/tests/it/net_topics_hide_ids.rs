@@ -35,14 +35,17 @@ fn stranger(peers: Vec<Multiaddr>, seen: Arc<Mutex<Seen>>) {
         .with_tokio()
         .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)
         .unwrap()
-        .with_behaviour(|key| {
+        .with_behaviour(|_key| {
             let config = gossipsub::ConfigBuilder::default()
                 .max_transmit_size(8 << 20)
                 .heartbeat_interval(Duration::from_millis(200))
+                // As weft gossips: no libp2p signatures (see net/swarm.rs).
+                .validation_mode(gossipsub::ValidationMode::Anonymous)
+                .message_id_fn(weft_node::net::gossip_message_id)
                 .build()
                 .unwrap();
             gossipsub::Behaviour::<gossipsub::IdentityTransform, gossipsub::AllowAllSubscriptionFilter>::new(
-                gossipsub::MessageAuthenticity::Signed(key.clone()),
+                gossipsub::MessageAuthenticity::Anonymous,
                 config,
             )
             .unwrap()
