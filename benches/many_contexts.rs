@@ -10,7 +10,9 @@
 //! - `idle`: after the sync traffic of the set-up has died down (over one anti-entropy round no
 //!   more sync requests served than the backstop sweep asks, or 120 s), a deliberate idle window of
 //!   `WEFT_MC_IDLE_S` seconds (default 60) with no call to any node. For each node: resident
-//!   memory at its end (`VmRSS`, and the peak `VmHWM`, from `/proc/PID/status`), CPU seconds
+//!   memory at its end (`VmRSS`, and the peak `VmHWM`, from `/proc/PID/status`; beside it what
+//!   the node's metrics account for: RocksDB's block cache and memtables, the Merkle trie nodes
+//!   held), CPU seconds
 //!   (user + system, `/proc/PID/stat`) in the window and per idle minute, the anti-entropy
 //!   rounds it ran (`weft_sync_anti_entropy_rounds_total`) and the sync requests it served
 //!   (`weft_sync_requests_served_total`) meanwhile, so CPU per round and per round and context
@@ -98,6 +100,11 @@ fn value(ctx: usize, key: usize) -> String {
 struct Idle {
     rss_kib: u64,
     hwm_kib: u64,
+    /// What the node's metrics account for at the end of the window, in bytes: RocksDB's
+    /// block cache and memtables, and the Merkle trie nodes in memory.
+    block_cache: f64,
+    memtables: f64,
+    trie: f64,
     cpu_s: f64,
     rounds: f64,
     served: f64,
@@ -226,7 +233,17 @@ fn main() {
         .zip(t0.iter().zip(&t1))
         .map(|(n, (s0, s1))| {
             let (rss_kib, hwm_kib) = n.rss_kib();
-            Idle { rss_kib, hwm_kib, cpu_s: s1.0 - s0.0, rounds: s1.1 - s0.1, served: s1.2 - s0.2 }
+            let text = n.metrics();
+            Idle {
+                rss_kib,
+                hwm_kib,
+                block_cache: weftd::metric(&text, "weft_rocksdb_block_cache_usage_bytes"),
+                memtables: weftd::metric_sum(&text, "weft_rocksdb_memtable_bytes"),
+                trie: weftd::metric_sum(&text, "weft_trie_memory_bytes"),
+                cpu_s: s1.0 - s0.0,
+                rounds: s1.1 - s0.1,
+                served: s1.2 - s0.2,
+            }
         })
         .collect();
 
@@ -309,6 +326,9 @@ fn main() {
             "node": name,
             "rss_mib": round2(i.rss_kib as f64 / 1024.0),
             "peak_rss_mib": round2(i.hwm_kib as f64 / 1024.0),
+            "block_cache_mib": round2(i.block_cache / 1048576.0),
+            "memtables_mib": round2(i.memtables / 1048576.0),
+            "trie_mib": round2(i.trie / 1048576.0),
             "cpu_s": round2(i.cpu_s),
             "cpu_s_per_idle_min": round2(per_min),
             "cpu_pct_of_core": round2(per_min / 60.0 * 100.0),

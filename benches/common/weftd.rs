@@ -213,6 +213,20 @@ pub fn metric(text: &str, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The sum of metric `name` over all its labels (`name{…} v` lines, or `name v`), 0 if absent.
+pub fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let value = match rest.strip_prefix('{') {
+                Some(labelled) => labelled.split_once("} ")?.1,
+                None => rest.strip_prefix(' ')?,
+            };
+            value.trim().parse::<f64>().ok()
+        })
+        .sum()
+}
+
 /// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux when that fails).
 fn clock_ticks() -> u64 {
     static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();

@@ -128,7 +128,13 @@ pub fn run(home: &Home) -> Result<(), DaemonError> {
         if !config.p2p.bootstrap.is_empty() {
             println!("  bootstrap    {}", join(&config.p2p.bootstrap));
         }
-        service.tasks().spawn(CHECKPOINT_TASK, checkpoint_idle_tries(Arc::downgrade(&service)));
+        service.tasks().spawn(
+            CHECKPOINT_TASK,
+            checkpoint_idle_tries(
+                Arc::downgrade(&service),
+                std::time::Duration::from_millis(config.storage.idle_flush_ms),
+            ),
+        );
         server.set_ready(service.clone());
         tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "store open, network listening; ready");
         println!("ready");
@@ -227,20 +233,57 @@ const CHECKPOINT_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
 /// The name the idle-checkpoint loop is supervised under.
 const CHECKPOINT_TASK: &str = "idle-checkpoint";
 
-/// Checkpoints idle contexts' tries every [`CHECKPOINT_TICK`] until the service goes. A failed
-/// checkpoint is logged and retried; a panic in one ends the loop, which the supervisor reports.
-async fn checkpoint_idle_tries(service: std::sync::Weak<NodeService<RocksBackend>>) -> Result<(), String> {
+/// Checkpoints idle contexts' tries every [`CHECKPOINT_TICK`] until the service goes, and
+/// flushes the memtables once they have not changed for `flush_idle` (never if zero): an idle
+/// node then holds neither its last writes' trie nodes nor the writes themselves in memory. A
+/// failed checkpoint or flush is logged and retried; a panic in one ends the loop, which the
+/// supervisor reports.
+async fn checkpoint_idle_tries(
+    service: std::sync::Weak<NodeService<RocksBackend>>,
+    flush_idle: std::time::Duration,
+) -> Result<(), String> {
     let mut tick = tokio::time::interval(CHECKPOINT_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The memtables' size when last seen, and since when it has been that.
+    let mut memtables: (u64, Instant) = (0, Instant::now());
     loop {
         tick.tick().await;
         let Some(service) = service.upgrade() else { return Ok(()) };
-        match tokio::task::spawn_blocking(move || service.engine().checkpoint_idle(CHECKPOINT_IDLE)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "trie checkpoint failed; the changed nodes stay in memory"),
+        let seen = memtables;
+        let work = tokio::task::spawn_blocking(move || {
+            if let Err(e) = service.engine().checkpoint_idle(CHECKPOINT_IDLE) {
+                tracing::warn!(error = %e, "trie checkpoint failed; the changed nodes stay in memory");
+            }
+            let now = memtable_bytes(service.store().backend());
+            if now != seen.0 {
+                return (now, Instant::now());
+            }
+            if flush_idle.is_zero() || now < IDLE_FLUSH_MIN_BYTES || seen.1.elapsed() < flush_idle {
+                return seen;
+            }
+            match service.store().flush() {
+                Ok(()) => tracing::debug!(bytes = now, "memtables idle: flushed"),
+                Err(e) => tracing::warn!(error = %e, "flushing idle memtables failed; retried later"),
+            }
+            (memtable_bytes(service.store().backend()), Instant::now())
+        });
+        match work.await {
+            Ok(next) => memtables = next,
             Err(e) => return Err(format!("an idle checkpoint failed: {e}")),
         }
     }
+}
+
+/// Memtables smaller than this are not worth a flush when idle (a flush writes a file per
+/// column family that holds anything).
+const IDLE_FLUSH_MIN_BYTES: u64 = 1 << 20;
+
+/// The bytes of all memtables of every column family (RocksDB's `size-all-mem-tables`).
+fn memtable_bytes(backend: &RocksBackend) -> u64 {
+    <Column as weft_store::ColumnSet>::ALL
+        .iter()
+        .filter_map(|c| backend.column_property(*c, "rocksdb.size-all-mem-tables").ok().flatten())
+        .sum()
 }
 
 /// Writes out the tries' changed nodes, flushes memtables and the WAL, then closes RocksDB

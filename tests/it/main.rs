@@ -10,6 +10,7 @@ mod netns;
 mod a_dead_task_stops_weftd;
 mod a_stuck_stop_is_cut_off;
 mod aliases_local;
+mod an_idle_node_flushes_its_memtables;
 mod apps_limits_upgrades_restart;
 mod apps_run_in_contexts;
 mod apps_upgrade_targets_travel;
