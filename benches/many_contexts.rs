@@ -126,11 +126,11 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let homes: Vec<_> = ["a", "b", "c"].iter().map(|n| dir.path().join(n)).collect();
     let ready_within = Duration::from_secs(300);
-    weftd::init(&homes[0], &[]);
+    weftd::init_with(&homes[0], &[]);
     let a = Node::start(&homes[0], ready_within);
     let a_p2p = a.p2p_addr();
-    weftd::init(&homes[1], &[&a_p2p]);
-    weftd::init(&homes[2], &[&a_p2p]);
+    weftd::init_with(&homes[1], &[&a_p2p]);
+    weftd::init_with(&homes[2], &[&a_p2p]);
     let b = Node::start(&homes[1], ready_within);
     let mut c = Node::start(&homes[2], ready_within);
     eprintln!(

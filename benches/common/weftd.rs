@@ -4,8 +4,7 @@
 //! helpers panic on failure, as a benchmark that cannot set itself up has nothing to report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -13,57 +12,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-/// The daemon cargo built with this benchmark (release profile).
-pub const WEFTD: &str = env!("CARGO_BIN_EXE_weftd");
-
-/// `weftd init --home <home>` with its RPC on 127.0.0.1:0, p2p on /ip4/127.0.0.1/tcp/0, and
-/// `--bootstrap` for each of `bootstrap`.
-pub fn init(home: &Path, bootstrap: &[&str]) {
-    let mut command = Command::new(WEFTD);
-    command.args(["init", "--home"]).arg(home).args(["--rpc-listen", "127.0.0.1:0"]);
-    command.args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"]);
-    for peer in bootstrap {
-        command.args(["--bootstrap", peer]);
-    }
-    let out = command.output().unwrap();
-    assert!(out.status.success(), "weftd init failed: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// Sets `key = value` in section `[section]` of the `config.toml` in `home` (the line must be
-/// there, as `weftd init` writes every setting).
-pub fn set_config(home: &Path, section: &str, key: &str, value: impl std::fmt::Display) {
-    let path = home.join("config.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let at = text.find(&format!("[{section}]")).unwrap_or_else(|| panic!("no [{section}] in config.toml"));
-    let (head, tail) = text.split_at(at);
-    let line =
-        tail.lines().find(|l| l.starts_with(&format!("{key} = "))).unwrap_or_else(|| panic!("no {key} in [{section}]"));
-    let tail = tail.replacen(line, &format!("{key} = {value}"), 1);
-    std::fs::write(&path, format!("{head}{tail}")).unwrap();
-}
-
-/// Collects what `pipe` writes, on a thread of its own (so the child never blocks on a full pipe).
-fn drain(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
-    let buf = Arc::new(Mutex::new(String::new()));
-    let sink = buf.clone();
-    std::thread::spawn(move || {
-        let mut chunk = [0u8; 4096];
-        while let Ok(n) = pipe.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            let mut sink = sink.lock().unwrap();
-            sink.push_str(&String::from_utf8_lossy(&chunk[..n]));
-            // Keep the tail only: a long run must not grow the harness.
-            if sink.len() > 1 << 20 {
-                let cut = sink.len() - (1 << 19);
-                let cut = (cut..sink.len()).find(|i| sink.is_char_boundary(*i)).unwrap_or(sink.len());
-                sink.drain(..cut);
-            }
-        }
-    });
-    buf
-}
+// What the umbrella tests' helpers and these share: init, config edits, pipes, HTTP.
+#[path = "../../tests/it/common/process.rs"]
+mod process;
+use process::drain;
+// Not every benchmark that includes `common` calls them.
+#[allow(unused_imports)]
+pub use process::{http, init_with, set_config, WEFTD};
 
 /// A running `weftd run`.
 pub struct Node {
@@ -239,42 +194,4 @@ fn clock_ticks() -> u64 {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(100)
     })
-}
-
-/// One HTTP/1.1 request (connection closed after it); returns status and body.
-pub fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: &str,
-) -> std::io::Result<(u16, String)> {
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    let raw = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-    stream.write_all(raw.as_bytes())?;
-    let mut response = Vec::new();
-    let mut chunk = [0u8; 16384];
-    loop {
-        let n = stream.read(&mut chunk)?;
-        response.extend_from_slice(&chunk[..n]);
-        if let Some(at) = response.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&response[..at]).to_string();
-            let length = head.lines().find_map(|l| {
-                l.to_ascii_lowercase().strip_prefix("content-length:").and_then(|v| v.trim().parse::<usize>().ok())
-            });
-            let body = &response[at + 4..];
-            if n == 0 || length.is_some_and(|len| body.len() >= len) {
-                let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-                return Ok((status, String::from_utf8_lossy(body).to_string()));
-            }
-        }
-        if n == 0 {
-            return Ok((0, String::from_utf8_lossy(&response).to_string()));
-        }
-    }
 }

@@ -5,8 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
@@ -14,24 +13,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-pub const WEFTD: &str = env!("CARGO_BIN_EXE_weftd");
+mod process;
+pub use process::{drain, http, init_with, request, set_config, WEFTD};
+
 pub const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 
 /// Runs `weftd init --home <home> --rpc-listen 127.0.0.1:0 --p2p-listen /ip4/127.0.0.1/tcp/0`.
 pub fn init(home: &Path) {
     init_with(home, &[]);
-}
-
-/// [`init`] with `--bootstrap` for each of `bootstrap`.
-pub fn init_with(home: &Path, bootstrap: &[&str]) {
-    let mut command = Command::new(WEFTD);
-    command.args(["init", "--home"]).arg(home).args(["--rpc-listen", "127.0.0.1:0"]);
-    command.args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"]);
-    for peer in bootstrap {
-        command.args(["--bootstrap", peer]);
-    }
-    let out = command.output().unwrap();
-    assert!(out.status.success(), "weftd init failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Polls `check` every 100 ms until it returns `Some`, or panics after `within` with `what`.
@@ -112,22 +101,6 @@ pub struct Node {
     child: Option<Child>,
     pub stdout: Arc<Mutex<String>>,
     pub stderr: Arc<Mutex<String>>,
-}
-
-/// Collects what `pipe` writes, on a thread of its own (so a child never blocks on a full pipe).
-pub fn drain(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
-    let buf = Arc::new(Mutex::new(String::new()));
-    let sink = buf.clone();
-    std::thread::spawn(move || {
-        let mut chunk = [0u8; 4096];
-        while let Ok(n) = pipe.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&chunk[..n]));
-        }
-    });
-    buf
 }
 
 /// Spawns `weftd run` on an initialized home with `env` set; returns the child and what it
@@ -309,51 +282,6 @@ pub fn stdout_ok(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap().trim().to_string()
 }
 
-/// One HTTP/1.1 request; returns status and body.
-pub fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: &str,
-) -> std::io::Result<(u16, String)> {
-    let mut headers = String::new();
-    if let Some(t) = token {
-        headers.push_str(&format!("Authorization: Bearer {t}\r\n"));
-    }
-    request(addr, &format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    ))
-}
-
-/// Sends raw request bytes; returns status and body (read up to its Content-Length, so a
-/// kept-alive connection does not stall the test).
-pub fn request(addr: SocketAddr, raw: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    stream.write_all(raw.as_bytes())?;
-    let mut response = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        let n = stream.read(&mut chunk)?;
-        response.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&response).to_string();
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let length = head.lines().find_map(|l| {
-                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap())
-            });
-            if n == 0 || length.is_some_and(|len| body.len() >= len) {
-                let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-                return Ok((status, body.to_string()));
-            }
-        }
-        if n == 0 {
-            return Ok((0, text));
-        }
-    }
-}
-
 /// Runs `weft --home <home> --json <args>` (a `watch` command) in the background; its output
 /// lines arrive, parsed, on the receiver. Kill the child when done.
 pub fn watch_json(home: &Path, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<Value>) {
@@ -437,19 +365,6 @@ pub fn scan_all(ok: impl Fn(&str, Value) -> Value, ctx: &str, prefix: &str) -> B
 pub fn b64(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// Sets `key = value` in section `[section]` of the `config.toml` that `weftd init` wrote in
-/// `home` (the line must be there).
-pub fn set_config(home: &Path, section: &str, key: &str, value: impl std::fmt::Display) {
-    let path = home.join("config.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let at = text.find(&format!("[{section}]")).unwrap_or_else(|| panic!("no [{section}] in {text}"));
-    let (head, tail) = text.split_at(at);
-    let line =
-        tail.lines().find(|l| l.starts_with(&format!("{key} = "))).unwrap_or_else(|| panic!("no {key} in [{section}]"));
-    let tail = tail.replacen(line, &format!("{key} = {value}"), 1);
-    std::fs::write(&path, format!("{head}{tail}")).unwrap();
 }
 
 impl Node {
