@@ -244,8 +244,8 @@ async fn checkpoint_idle_tries(
 ) -> Result<(), String> {
     let mut tick = tokio::time::interval(CHECKPOINT_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The memtables' size when last seen, and since when it has been that.
-    let mut memtables: (u64, Instant) = (0, Instant::now());
+    // The memtables' (bytes, entries) when last seen, and since when they have been that.
+    let mut memtables: ((u64, u64), Instant) = ((0, 0), Instant::now());
     loop {
         tick.tick().await;
         let Some(service) = service.upgrade() else { return Ok(()) };
@@ -254,18 +254,18 @@ async fn checkpoint_idle_tries(
             if let Err(e) = service.engine().checkpoint_idle(CHECKPOINT_IDLE) {
                 tracing::warn!(error = %e, "trie checkpoint failed; the changed nodes stay in memory");
             }
-            let now = memtable_bytes(service.store().backend());
+            let now = memtables_now(service.store().backend());
             if now != seen.0 {
                 return (now, Instant::now());
             }
-            if flush_idle.is_zero() || now < IDLE_FLUSH_MIN_BYTES || seen.1.elapsed() < flush_idle {
+            if flush_idle.is_zero() || now.0 < IDLE_FLUSH_MIN_BYTES || seen.1.elapsed() < flush_idle {
                 return seen;
             }
             match service.store().flush() {
-                Ok(()) => tracing::debug!(bytes = now, "memtables idle: flushed"),
+                Ok(()) => tracing::debug!(bytes = now.0, "memtables idle: flushed"),
                 Err(e) => tracing::warn!(error = %e, "flushing idle memtables failed; retried later"),
             }
-            (memtable_bytes(service.store().backend()), Instant::now())
+            (memtables_now(service.store().backend()), Instant::now())
         });
         match work.await {
             Ok(next) => memtables = next,
@@ -278,12 +278,18 @@ async fn checkpoint_idle_tries(
 /// column family that holds anything).
 const IDLE_FLUSH_MIN_BYTES: u64 = 1 << 20;
 
-/// The bytes of all memtables of every column family (RocksDB's `size-all-mem-tables`).
-fn memtable_bytes(backend: &RocksBackend) -> u64 {
-    <Column as weft_store::ColumnSet>::ALL
-        .iter()
-        .filter_map(|c| backend.column_property(*c, "rocksdb.size-all-mem-tables").ok().flatten())
-        .sum()
+/// The bytes of all memtables of every column family (RocksDB's `size-all-mem-tables`), and
+/// the entries of the active ones (`num-entries-active-mem-table`). The entries change with
+/// every write; the bytes only as the memtables' arenas grow, by blocks, so a node written a
+/// few times a second can hold the same bytes for longer than `idle_flush_ms`.
+fn memtables_now(backend: &RocksBackend) -> (u64, u64) {
+    let sum = |property: &str| -> u64 {
+        <Column as weft_store::ColumnSet>::ALL
+            .iter()
+            .filter_map(|c| backend.column_property(*c, property).ok().flatten())
+            .sum()
+    };
+    (sum("rocksdb.size-all-mem-tables"), sum("rocksdb.num-entries-active-mem-table"))
 }
 
 /// Writes out the tries' changed nodes, flushes memtables and the WAL, then closes RocksDB
