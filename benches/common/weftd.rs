@@ -51,22 +51,8 @@ impl Node {
             .spawn()
             .unwrap();
         let stderr = child.stderr.take().map(drain).unwrap_or_default();
-        // A stale address from a previous run must not be taken for this one's.
-        let deadline = Instant::now() + within;
-        loop {
-            assert!(Instant::now() < deadline, "weftd did not become ready: {}", stderr.lock().unwrap());
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("weftd exited with {status}: {}", stderr.lock().unwrap());
-            }
-            if let Some(addr) = std::fs::read_to_string(home.join("rpc-addr")).ok().and_then(|s| s.trim().parse().ok())
-            {
-                if http(addr, "GET", "/ready", None, "").ok().is_some_and(|(status, _)| status == 200) {
-                    let token = std::fs::read_to_string(home.join("admin-token")).unwrap().trim().to_string();
-                    return Node { home: home.to_path_buf(), addr, token, child: Some(child), stderr };
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (addr, token) = process::wait_ready(home, &mut child, &stderr, within);
+        Node { home: home.to_path_buf(), addr, token, child: Some(child), stderr }
     }
 
     /// The process id.

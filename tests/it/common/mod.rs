@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 mod process;
-pub use process::{drain, http, init_with, request, set_config, WEFTD};
+pub use process::{drain, http, init_with, request, set_config, wait_ready, WEFTD};
 
 pub const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 
@@ -130,21 +130,8 @@ impl Node {
     /// [`Node::start`] with `env` set for weftd.
     pub fn start_with(home: &Path, env: &[(&str, &str)]) -> Node {
         let (mut child, stdout, stderr) = spawn_run(home, env);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            assert!(Instant::now() < deadline, "weftd did not become ready: {}", stderr.lock().unwrap());
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("weftd exited with {status}: {}", stderr.lock().unwrap());
-            }
-            if let Some(addr) = std::fs::read_to_string(home.join("rpc-addr")).ok().and_then(|s| s.trim().parse().ok())
-            {
-                if http(addr, "GET", "/ready", None, "").ok().is_some_and(|(status, _)| status == 200) {
-                    let token = std::fs::read_to_string(home.join("admin-token")).unwrap().trim().to_string();
-                    return Node { home: home.to_path_buf(), addr, token, child: Some(child), stdout, stderr };
-                }
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        let (addr, token) = wait_ready(home, &mut child, &stderr, Duration::from_secs(60));
+        Node { home: home.to_path_buf(), addr, token, child: Some(child), stdout, stderr }
     }
 
     /// Sends SIGTERM and waits for a clean exit; returns what weftd wrote to stderr.

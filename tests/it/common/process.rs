@@ -7,9 +7,9 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The daemon cargo built for these tests or benchmarks (debug for tests, release for benches).
 pub const WEFTD: &str = env!("CARGO_BIN_EXE_weftd");
@@ -38,6 +38,26 @@ pub fn set_config(home: &Path, section: &str, key: &str, value: impl std::fmt::D
         tail.lines().find(|l| l.starts_with(&format!("{key} = "))).unwrap_or_else(|| panic!("no {key} in [{section}]"));
     let tail = tail.replacen(line, &format!("{key} = {value}"), 1);
     std::fs::write(&path, format!("{head}{tail}")).unwrap();
+}
+
+/// Waits (up to `within`) until the `weftd run` in `child` on `home` answers `/ready` with 200
+/// at the address it published; returns that address and the admin token. Panics, with what
+/// weftd wrote to `stderr`, if it exits first or is not ready in time.
+pub fn wait_ready(home: &Path, child: &mut Child, stderr: &Mutex<String>, within: Duration) -> (SocketAddr, String) {
+    let deadline = Instant::now() + within;
+    loop {
+        assert!(Instant::now() < deadline, "weftd did not become ready: {}", stderr.lock().unwrap());
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("weftd exited with {status}: {}", stderr.lock().unwrap());
+        }
+        if let Some(addr) = std::fs::read_to_string(home.join("rpc-addr")).ok().and_then(|s| s.trim().parse().ok()) {
+            if http(addr, "GET", "/ready", None, "").ok().is_some_and(|(status, _)| status == 200) {
+                let token = std::fs::read_to_string(home.join("admin-token")).unwrap().trim().to_string();
+                return (addr, token);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Collects what `pipe` writes, on a thread of its own (so the child never blocks on a full
