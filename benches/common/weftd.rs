@@ -128,13 +128,18 @@ impl Node {
 
     /// CPU time the process used so far (user + system, all threads), in seconds.
     pub fn cpu_s(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
-        // After the command name in parentheses: state is field 3, utime 14 and stime 15.
-        let rest = &stat[stat.rfind(')').unwrap() + 2..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-        ticks as f64 / clock_ticks() as f64
+        cpu_s(self.pid())
     }
+}
+
+/// CPU time process `pid` used so far (user + system, all threads), in seconds.
+pub fn cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command name in parentheses: state is field 3, utime 14 and stime 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / clock_ticks() as f64
 }
 
 impl Drop for Node {
@@ -169,7 +174,7 @@ pub fn metric_sum(text: &str, name: &str) -> f64 {
 }
 
 /// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux when that fails).
-fn clock_ticks() -> u64 {
+pub fn clock_ticks() -> u64 {
     static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *TICKS.get_or_init(|| {
         Command::new("getconf")
