@@ -1,7 +1,8 @@
-//! A node whose memtables have not changed for `[storage] idle_flush_ms` flushes them, so an
-//! idle node does not hold its last writes (and their filters) in memory — with 1,000
-//! contexts some 70 MiB of its resident memory (BENCHMARKS.md "Many contexts") — and what it
-//! flushed reads back the same.
+//! An idle node does not hold memory it no longer needs. A node whose memtables have not
+//! changed for `[storage] idle_flush_ms` flushes them, so it does not hold its last writes
+//! (and their filters) in memory — with 1,000 contexts some 70 MiB of its resident memory
+//! (BENCHMARKS.md "Many contexts") — and what it flushed reads back the same. And `weftd`
+//! runs without transparent huge pages.
 #![allow(clippy::unwrap_used)]
 
 use crate::common;
@@ -51,4 +52,18 @@ fn memtables_idle_past_idle_flush_ms_are_flushed_and_read_back() {
     assert_eq!(got["value"], value.as_str(), "{got}");
     let stderr = node.stop();
     assert!(stderr.contains("store closed"), "{stderr}");
+}
+
+/// `weftd run` turns transparent huge pages off for itself: with them, mimalloc's arena kept
+/// whole 2 MiB pages resident after a burst, some 30–60 MiB of an idle node holding 1,000
+/// contexts (BENCHMARKS.md "Many contexts").
+#[test]
+fn weftd_runs_without_transparent_huge_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    init(dir.path());
+    let node = Node::start(dir.path());
+    let status = std::fs::read_to_string(format!("/proc/{}/status", node.pid())).unwrap();
+    let thp = status.lines().find_map(|l| l.strip_prefix("THP_enabled:")).map(str::trim);
+    assert_eq!(thp, Some("0"), "{status}");
+    node.stop();
 }
