@@ -36,7 +36,9 @@
 //!
 //! Run: `./x bench --bench apply_floor` (`DELTAS=n` sets the deltas per pass, 16,384 by
 //! default; `ACTIONS=n` the actions per delta, 64 by default; `PASSES=engine,rows` runs only
-//! the passes named, and prints no floor unless `trie` and `sigs` are among them). A pass of
+//! the passes named, and prints no floor unless `trie` and `sigs` are among them;
+//! `CHECKPOINT_BYTES=n` sets the engine's `checkpoint_bytes`, the dirty trie memory past which
+//! it checkpoints, 128 MiB by default: the `engine` pass prints the checkpoints it made). A pass of
 //! a few thousand 64-action deltas never fills the memtables, so it shows no flush or
 //! compaction at all.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails by unwrapping, as tests do
@@ -49,7 +51,7 @@ mod common;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use common::deltas::{key, preloaded, Signer, PRELOAD};
+use common::deltas::{key, preloaded_with, Signer, PRELOAD};
 use weft_node::context::{check_signatures, AnyAuthor, EngineConfig};
 use weft_node::trie::{self, Change, StoredRows, TrieMemory};
 use weft_primitives::{Action, ContextDagDeltaValue, ContextId, DagNodeValue, DivergenceValue, KeyVersion};
@@ -106,7 +108,11 @@ fn main() {
             continue;
         }
         let dir = tempfile::tempdir().expect("tempdir");
-        let (store, engine, ctx) = preloaded(dir.path());
+        let mut engine_config = EngineConfig::default();
+        if let Ok(bytes) = std::env::var("CHECKPOINT_BYTES") {
+            engine_config.checkpoint_bytes = bytes.parse().expect("CHECKPOINT_BYTES: a number of bytes");
+        }
+        let (store, engine, ctx) = preloaded_with(dir.path(), engine_config);
         if layout == Some(Layout::Folded) {
             fold_versions(&store, &ctx);
         }
@@ -114,6 +120,7 @@ fn main() {
         store.flush().expect("flush");
         wait_idle(&store);
         let mut signed = Signer::default().sign(&ctx, deltas, actions, engine.view(&ctx).expect("view").heads);
+        let checkpoints = engine.trie_stats().checkpoints;
         let measured = match layout {
             None => measure(Some(&store), || {
                 let mut signed = signed.into_iter().peekable();
@@ -136,6 +143,9 @@ fn main() {
             }
         };
         measured.print(pass, deltas, actions, cores);
+        if layout.is_none() {
+            println!("  ({} trie checkpoints in the pass)", engine.trie_stats().checkpoints - checkpoints);
+        }
         if layout.is_some() {
             rows_cpu.push((pass, measured.process));
         }

@@ -44,9 +44,17 @@ pub fn author() -> SecretKey {
 /// and a context holding keys `0..PRELOAD` with 32-byte values, written through the engine
 /// 1,000 a delta.
 pub fn preloaded(path: &Path) -> (Arc<Store<RocksBackend, Column>>, ContextEngine<RocksBackend>, ContextId) {
+    preloaded_with(path, EngineConfig::default())
+}
+
+/// [`preloaded`] with an engine configured as `engine_config`.
+pub fn preloaded_with(
+    path: &Path,
+    engine_config: EngineConfig,
+) -> (Arc<Store<RocksBackend, Column>>, ContextEngine<RocksBackend>, ContextId) {
     let config = RocksConfig { cache_bytes: 1 << 30, write_buffer_bytes: 256 << 20, ..RocksConfig::default() };
     let store = Arc::new(Store::open(RocksBackend::open::<Column>(path, &config).expect("open")).expect("store"));
-    let engine = ContextEngine::new(store.clone(), EngineConfig::default());
+    let engine = ContextEngine::new(store.clone(), engine_config);
     let ctx = ContextId::from_bytes([7; 32]);
     let app = ApplicationMeta { name: "bench".into(), version: "1".into(), ..Default::default() };
     engine.create_context(ctx, app).expect("context");
