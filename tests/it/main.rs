@@ -20,6 +20,7 @@ mod capabilities_are_enforced;
 mod context_revisions_and_members;
 mod invitations_are_checked;
 mod join_shows_fetch_progress;
+mod joins_in_turn_stay_quick;
 mod leaving_a_context_stops_sync;
 mod lifecycle_context_delete;
 mod lifecycle_group_delete;

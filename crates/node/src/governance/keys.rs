@@ -52,15 +52,16 @@
 //! - A sealed private op is opened when it is logged, at load, and again by
 //!   [`Governance::reopen`] when a key arrives, with the keys at 0x3A or delivered to this
 //!   node's identity by a rotation in the log. [`Governance::held_keys`] names, per group
-//!   this node is a member of, the key of the first body it cannot open: what key recovery
-//!   asks for (older keys included, so a member added later reads the group's history).
+//!   this node is a member of, the key of the first body it cannot open and then those of
+//!   the others (up to [`MAX_HELD_KEYS`]): what key recovery asks for, all at once (older
+//!   keys included, so a member added later reads the group's history in one exchange).
 //! - The namespace key is rotated by a root admin ([`Governance::rotate_namespace_key`],
 //!   [`Governance::ensure_namespace_key`]), its envelopes to every participant and naming
 //!   [`NamespaceId::key_group`], stored at 0x3A under that id, and given on request to a
 //!   participant ([`Governance::namespace_key_for_participant`],
 //!   [`Governance::accept_namespace_key_envelope`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use weft_primitives::{
     open_key_envelope, open_op_body, EnvelopeError, GroupId, GroupKey, KeyEnvelope, KeyId, NamespaceId, OpBody, OpId,
@@ -78,6 +79,11 @@ const ROTATION_ATTEMPTS: usize = 3;
 
 /// Rows of a group's log read per page when looking for a rotation.
 const LOG_PAGE: usize = 256;
+
+/// Most keys [`Governance::held_keys`] names at once (what key recovery asks each peer for in
+/// one go: a new member of a group with a long history of rotations gets the rest once these
+/// arrive).
+pub const MAX_HELD_KEYS: usize = 64;
 
 /// Where a group's key stands, from the current fold.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -246,18 +252,43 @@ impl<B: Backend> Governance<B> {
         Ok(opened_ids)
     }
 
-    /// The groups of a namespace whose private state this node holds back for want of a key
-    /// (see [`super::GroupState::held`]) and of which its identity is a member, with the key
-    /// the first held op names: what key recovery asks peers for (older keys included).
+    /// The keys key recovery asks peers for in a namespace (older keys included): for each
+    /// group whose private state this node holds back for want of a key (see
+    /// [`super::GroupState::held`]) and of which its identity is a member, the key the first
+    /// held op names, then the keys of the group's other held ops it cannot open — every key
+    /// it lacks to read the group's history, so that one exchange with a peer brings them all
+    /// rather than one per round. At most [`MAX_HELD_KEYS`] (each group's first key first);
+    /// the others are named once those arrive.
     pub fn held_keys(&self, namespace_id: &NamespaceId) -> Result<Vec<(GroupId, KeyId)>, GovernanceError> {
         let Some(me) = self.local_identity(namespace_id)?.map(|s| s.public_key()) else { return Ok(Vec::new()) };
-        self.with_state(namespace_id, |state| {
-            state
+        self.with_folded_graph(namespace_id, |folded, graph| {
+            let groups: HashMap<GroupId, KeyId> = folded
+                .state
                 .groups
                 .iter()
                 .filter(|(_, g)| g.members.contains_key(&me))
                 .filter_map(|(id, g)| g.held.map(|(_, key_id)| (*id, key_id)))
-                .collect()
+                .collect();
+            let mut keys: Vec<(GroupId, KeyId)> = groups.iter().map(|(g, k)| (*g, *k)).collect();
+            keys.sort_unstable();
+            keys.truncate(MAX_HELD_KEYS);
+            if groups.is_empty() || keys.len() >= MAX_HELD_KEYS {
+                return keys;
+            }
+            let mut more: BTreeSet<(GroupId, KeyId)> = BTreeSet::new();
+            for id in &folded.held {
+                if graph.opened(id).is_some() {
+                    continue;
+                }
+                let Some(op) = graph.get(id) else { continue };
+                let OpBody::Sealed { key_id, .. } = &op.content.body else { continue };
+                let group_id = op.content.group_id;
+                if groups.get(&group_id).is_some_and(|first| first != key_id) {
+                    more.insert((group_id, *key_id));
+                }
+            }
+            keys.extend(more.into_iter().take(MAX_HELD_KEYS - keys.len()));
+            keys
         })
     }
 

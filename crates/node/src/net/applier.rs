@@ -40,7 +40,7 @@ use std::time::Instant;
 use libp2p::request_response;
 use libp2p::{gossipsub, PeerId};
 use tokio::sync::mpsc;
-use weft_primitives::{ContextDagDeltaValue, ContextId, NamespaceId, SignedOp};
+use weft_primitives::{ContextDagDeltaValue, ContextId, GroupId, KeyId, NamespaceId, SignedOp};
 
 use super::catch_up::PageSent;
 use super::driver::{Driver, NetBackend};
@@ -50,7 +50,7 @@ use super::protocol::SyncResponse;
 use super::repair::{answer, run_step, Asked, Next, Repair, Step};
 use super::NetStats;
 use crate::context::{ApplyOutcome, Authorizer, ContextEngine, EngineError, SnapshotBuilder, SnapshotInstalled};
-use crate::governance::{Governance, GovernanceError};
+use crate::governance::{Governance, GovernanceError, Submitted};
 
 /// Most jobs handed to the applier and not yet done before the driver stops serving inbound
 /// work (each a gossiped delta or op, a catch-up page, a deferred delta, a snapshot, a repair
@@ -127,6 +127,9 @@ pub(super) struct OpsDone {
     pub(super) peer: PeerId,
     pub(super) results: Vec<Result<Taken, NotTaken>>,
     pub(super) then: OpsThen,
+    /// If some op was logged: the keys this node lacks to read its groups' private ops
+    /// ([`Governance::held_keys`]), for the driver to ask the peer for at once.
+    pub(super) held_keys: Vec<(GroupId, KeyId)>,
 }
 
 /// A step of a repair session this node asked for, and the session (see `repair.rs`).
@@ -242,8 +245,13 @@ impl Applier {
                     }
                     Task::Ops(Ops { namespace_id, peer, ops, then }) => {
                         let governance = governance.as_deref();
-                        let results = ops.into_iter().map(|op| take_op(governance, namespace_id, op)).collect();
-                        Finished::OpsTaken(OpsDone { namespace_id, peer, results, then })
+                        let results: Vec<_> = ops.into_iter().map(|op| take_op(governance, namespace_id, op)).collect();
+                        let held_keys = if results.iter().any(logged_any) {
+                            held_keys(governance, &namespace_id)
+                        } else {
+                            Vec::new()
+                        };
+                        Finished::OpsTaken(OpsDone { namespace_id, peer, results, then, held_keys })
                     }
                     Task::Repair(RepairStep { context_id, peer, mut repair, step }) => {
                         let next = run_step(&engine, &stats, context_id, peer, &mut repair, step);
@@ -258,7 +266,13 @@ impl Applier {
                             Some(governance) => scope.accept(governance, &envelope),
                             None => (Err(GovernanceError::Inconsistent("no governance attached".into())), None),
                         };
-                        Finished::KeyStored(KeyStored { peer, scope, key_id, result, reopened })
+                        // The keys still lacking for the ops this one leaves unopened (a key
+                        // asked but not stored: none to chase).
+                        let held_keys = match &reopened {
+                            Some((namespace_id, _)) if result.is_ok() => held_keys(governance.as_deref(), namespace_id),
+                            _ => Vec::new(),
+                        };
+                        Finished::KeyStored(KeyStored { peer, scope, key_id, result, reopened, held_keys })
                     }
                 };
                 // The driver is gone: nothing follows.
@@ -396,6 +410,29 @@ impl<B: NetBackend> Driver<B> {
                 let result = one(results);
                 self.deferred_applied(peer, context_id, result);
             }
+        }
+    }
+}
+
+/// Whether taking an op in logged something (it, or pending ops it released).
+fn logged_any(result: &Result<Taken, NotTaken>) -> bool {
+    match result {
+        Ok((outcome, logged)) => {
+            !logged.is_empty() || matches!(outcome, Submitted::Accepted | Submitted::Overruled(_) | Submitted::Held)
+        }
+        Err(_) => false,
+    }
+}
+
+/// The keys this node lacks to read a namespace's groups' private ops (none if that cannot be
+/// read now: the next anti-entropy round asks again).
+fn held_keys<B: NetBackend>(governance: Option<&Governance<B>>, namespace_id: &NamespaceId) -> Vec<(GroupId, KeyId)> {
+    let Some(governance) = governance else { return Vec::new() };
+    match governance.held_keys(namespace_id) {
+        Ok(keys) => keys,
+        Err(e) => {
+            tracing::debug!(%namespace_id, error = %e, "cannot read the keys this node lacks");
+            Vec::new()
         }
     }
 }

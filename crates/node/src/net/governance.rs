@@ -243,7 +243,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// op that waits for its parents (or was not kept for want of them) starts a catch-up
     /// from its sender.
     pub(super) fn ops_taken(&mut self, done: OpsDone) {
-        let OpsDone { namespace_id, peer, results, then } = done;
+        let OpsDone { namespace_id, peer, results, then, held_keys } = done;
         let mut logged = Vec::new();
         let mut progressed = false;
         let mut catch_up = false;
@@ -267,6 +267,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                 Err(NotTaken::Failed) => verdict = gossipsub::MessageAcceptance::Ignore,
             }
         }
+        // Ops sealed under group keys this node lacks (a member added after rotations): ask
+        // the peer that sent them for every such key now, not one per round.
+        self.ask_held_keys(peer, held_keys);
         match then {
             OpsThen::Gossip(message_id) => {
                 if verdict == gossipsub::MessageAcceptance::Accept {

@@ -1,16 +1,20 @@
-//! Key recovery, for both scopes of key ([`KeyScope`]): a group's keys, which seal its contexts
-//! and private ops, and a namespace's, which seal its governance traffic. Each anti-entropy
-//! round, for every group whose contexts this node replicates, of which it is a member, and
-//! whose current key it lacks, it asks its peers for the key (`SyncRequest::GroupKey`, each
-//! peer at most once per [`KEY_RETRY`]); a member also asks for the keys of its groups' sealed
-//! private ops it cannot open yet, older ones included, and a participant lacking its
-//! namespace's current key asks for it (`SyncRequest::NamespaceKey`). A node that meets a
-//! sealed message under a key it lacks asks the sender too. A peer answers with the key
-//! sealed to the asker's identity if the asker is entitled in its fold (a member of the group,
-//! a participant of the namespace), else with nothing; the asker stores a key that opens and
-//! matches its id — on the applier's thread, with the fold of the ops a group key opens, like
-//! every write a peer's message causes (`applier.rs`) — and asks about what the key seals only
-//! once it is stored. Counted in [`NetStats`] (`keys_*`, `namespace_keys_*`).
+//! Key recovery, for both scopes of key ([`KeyScope`]): a group's keys, which seal its contexts and
+//! private ops, and a namespace's, which seal its governance traffic. Each anti-entropy round, for
+//! every group whose contexts this node replicates, of which it is a member, and whose current key
+//! it lacks, it asks its peers for the key (`SyncRequest::GroupKey`, each peer at most once per
+//! [`KEY_RETRY`]); a member also asks for the keys of its groups' sealed private ops it cannot open
+//! yet, older ones included — every one it lacks at once ([`Governance::held_keys`]), not one per
+//! round — and a participant lacking its namespace's current key asks for it
+//! (`SyncRequest::NamespaceKey`). A node that meets a sealed message under a key it lacks asks the
+//! sender too, and one that logs ops (or stores a group key) leaving its groups' private ops sealed
+//! under keys it lacks asks the peer that sent them for those keys at once
+//! ([`Driver::ask_held_keys`]): a member added after many rotations reads the group's history after
+//! one exchange, not one round per older key. A peer answers with the key sealed to the asker's
+//! identity if the asker is entitled in its fold (a member of the group, a participant of the
+//! namespace), else with nothing; the asker stores a key that opens and matches its id — on the
+//! applier's thread, with the fold of the ops a group key opens, like every write a peer's message
+//! causes (`applier.rs`) — and asks about what the key seals only once it is stored. Counted in
+//! [`NetStats`] (`keys_*`, `namespace_keys_*`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -51,6 +55,9 @@ pub(super) struct KeyStored {
     pub(super) key_id: KeyId,
     pub(super) result: Result<KeyId, GovernanceError>,
     pub(super) reopened: Option<(NamespaceId, Result<Vec<OpId>, GovernanceError>)>,
+    /// For a group key stored: the keys this node still lacks to read the namespace's groups'
+    /// private ops ([`Governance::held_keys`]), asked of the same peer at once.
+    pub(super) held_keys: Vec<(GroupId, KeyId)>,
 }
 
 /// The keys asked of peers.
@@ -227,7 +234,7 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// group's contexts asked about, so nothing sealed under the key is asked for before the
     /// key is stored; the ops it opened were folded in the same job.
     pub(super) fn key_stored(&mut self, stored: KeyStored) {
-        let KeyStored { peer, scope, key_id, result, reopened } = stored;
+        let KeyStored { peer, scope, key_id, result, reopened, held_keys } = stored;
         if let Err(e) = result {
             tracing::info!(%peer, %scope, error = %e, "refused a key a peer sent");
             return;
@@ -248,6 +255,9 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
                     }
                     _ => {}
                 }
+                // The group's history may be sealed under further keys this node lacks: ask
+                // the peer that had this one for them now, not a round later.
+                self.ask_held_keys(peer, held_keys);
                 let Some(governance) = self.governance.clone() else { return };
                 let contexts: Vec<ContextId> = self.contexts.ids();
                 for context_id in contexts {
@@ -269,7 +279,8 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
     /// Asks connected peers for the current key of every group whose contexts this node
     /// replicates and of which its identity is a member, but whose current key it lacks (a
     /// member added after the last rotation, or one whose envelope never reached it); for the
-    /// keys of its groups' sealed private ops it cannot open yet; and, as a participant, for
+    /// keys of its groups' sealed private ops it cannot open yet (all of them, up to
+    /// [`crate::governance::keys::MAX_HELD_KEYS`] a namespace); and, as a participant, for
     /// its namespaces' current keys it lacks. A node that is no member asks only when a sealed
     /// message reaches it ([`Driver::catch_up_keys`]), so it does not ask every peer every round.
     pub(super) fn recover_keys(&mut self, connected: &HashSet<PeerId>) {
@@ -312,6 +323,15 @@ impl<B: Backend + Send + Sync + 'static> Driver<B> {
             for peer in connected {
                 self.ask_key(*peer, scope, key_id);
             }
+        }
+    }
+
+    /// Asks `peer` for each of `keys`, group keys this node lacks to read its groups' private
+    /// ops ([`Governance::held_keys`]: all of them at once, not one per round), but none asked
+    /// of it within [`KEY_RETRY`].
+    pub(super) fn ask_held_keys(&mut self, peer: PeerId, keys: Vec<(GroupId, KeyId)>) {
+        for (group_id, key_id) in keys {
+            self.ask_key(peer, KeyScope::Group(group_id), key_id);
         }
     }
 

@@ -36,6 +36,7 @@ mod net_governance;
 mod net_key_pull;
 mod net_leave;
 mod net_many_contexts;
+mod net_older_keys_at_once;
 mod net_ops_catch_up_after_both_wrote;
 mod net_ops_off_swarm;
 mod net_pending_deltas;

@@ -88,6 +88,15 @@ impl<B: Backend> Governance<B> {
         self.with_loaded(namespace_id, |l| f(&l.graph))
     }
 
+    /// Runs `f` on the namespace's fold (its state and held ops) and its logged ops together.
+    pub(in crate::governance) fn with_folded_graph<T>(
+        &self,
+        namespace_id: &NamespaceId,
+        f: impl FnOnce(&fold::Folded, &OpGraph) -> T,
+    ) -> Result<T, GovernanceError> {
+        self.with_loaded(namespace_id, |l| f(&l.folded, &l.graph))
+    }
+
     /// Runs `f` on the namespace's current folded state, without copying it.
     pub(in crate::governance) fn with_state<T>(
         &self,
