@@ -4,10 +4,10 @@
 //! other node (`context_invite`); they then all join at once (`context_join`), everything
 //! through the JSON-RPC API. Each invitation adds a member and makes node 0 rotate the group
 //! key. Invited and joined one after the other (a first version of this harness), the k-th
-//! join took about 5·k s — the joiner's log showed it receiving the earlier group keys one per
-//! anti-entropy round, 5 s apart — and the seventh outlasted weftd's default
-//! `sync.join_timeout_ms` (30 s). Invited first and joining all at once, the nine joins take
-//! about 5 s; the nodes are given a join timeout of 110 s all the same.
+//! join took about 5·k s — the joiner received the earlier group keys one per anti-entropy
+//! round, 5 s apart — and the seventh outlasted weftd's default `sync.join_timeout_ms` (30 s).
+//! Key recovery now asks for every older key at once (test `joins_in_turn_stay_quick`); the
+//! harness still joins all at once, and gives the joins 110 s.
 //!
 //! The harness opens one WebSocket per node (`/ws`, `subscribe_context`) and stamps each
 //! `delta_applied` notification as it arrives. After a warm-up (three rounds of one write per
