@@ -36,15 +36,8 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::weftd::{self, Node};
+use common::weftd::{self, env, round2, Node};
 use serde_json::{json, Value};
-
-fn env(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().unwrap_or_else(|e| panic!("{name}={v}: {e}")),
-        Err(_) => default,
-    }
-}
 
 /// Runs `work(i)` for every `i` in `0..n` on `threads` threads, in order of `i` per thread.
 fn in_parallel(n: usize, threads: usize, work: impl Fn(usize) + Sync) {
@@ -62,21 +55,15 @@ fn in_parallel(n: usize, threads: usize, work: impl Fn(usize) + Sync) {
     });
 }
 
-/// A context's (heads, root) on a node if nothing is pending there and it is not diverged.
-fn settled(node: &Node, ctx: &str) -> Option<(Value, Value)> {
-    let status = node.try_ok("context_status", json!({ "context_id": ctx })).ok()?;
-    (status["pending_count"] == 0 && status["diverged"] == false)
-        .then(|| (status["heads"].clone(), status["root_hash"].clone()))
-}
-
-/// Waits until every context in `contexts` holds equal heads and roots on every node, nothing
-/// pending; returns how long that took. Each pass asks only about the contexts not yet agreed.
+/// Waits until every context in `contexts` holds equal heads, roots and delta counts on every
+/// node, nothing pending; returns how long that took. Each pass asks only about the contexts
+/// not yet agreed.
 fn all_agree(nodes: &[&Node], contexts: &[String], within: Duration, what: &str) -> Duration {
     let started = Instant::now();
     let mut left: BTreeSet<usize> = (0..contexts.len()).collect();
     loop {
         left.retain(|&i| {
-            let views: Vec<_> = nodes.iter().map(|n| settled(n, &contexts[i])).collect();
+            let views: Vec<_> = nodes.iter().map(|n| n.settled(&contexts[i])).collect();
             !(views.iter().all(Option::is_some) && views.windows(2).all(|w| w[0] == w[1]))
         });
         if left.is_empty() {
@@ -380,13 +367,5 @@ fn main() {
     println!("{report}");
     for n in [a, b, c] {
         n.stop();
-    }
-}
-
-fn round2(x: f64) -> f64 {
-    if x.is_finite() {
-        (x * 100.0).round() / 100.0
-    } else {
-        -1.0
     }
 }

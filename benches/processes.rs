@@ -52,7 +52,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::weftd::{self, Node};
+use common::weftd::{self, env, round2, Node};
 use jsonrpsee::core::client::{SubscriptionClientT, SubscriptionCloseReason};
 use jsonrpsee::core::params::ObjectParams;
 use jsonrpsee::ws_client::{HeaderMap, HeaderValue, WsClient, WsClientBuilder};
@@ -61,13 +61,6 @@ use serde_json::{json, Value};
 /// How long a `context_join` may wait for governance to make its node a member (weftd's
 /// default is 30 s; the HTTP helper gives up on an answer after 120 s).
 const JOIN_TIMEOUT_MS: u64 = 110_000;
-
-fn env(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().unwrap_or_else(|e| panic!("{name}={v}: {e}")),
-        Err(_) => default,
-    }
-}
 
 /// Where a node answers JSON-RPC, for the writing threads.
 #[derive(Clone)]
@@ -157,20 +150,12 @@ async fn watch(addr: SocketAddr, token: &str, ctx: &str) -> (WsClient, Arc<Mutex
     (ws, seen)
 }
 
-/// A context's (heads, root, delta count) on a node if nothing is pending there and it is not
-/// diverged.
-fn settled(node: &Node, ctx: &str) -> Option<(Value, Value, Value)> {
-    let status = node.try_ok("context_status", json!({ "context_id": ctx })).ok()?;
-    (status["pending_count"] == 0 && status["diverged"] == false)
-        .then(|| (status["heads"].clone(), status["root_hash"].clone(), status["delta_count"].clone()))
-}
-
 /// Waits until every node holds equal heads, roots and delta counts for `ctx`, nothing
 /// pending (at most `within`, or panics); returns the agreed (heads, root, delta count).
 fn all_agree(nodes: &[Node], ctx: &str, within: Duration, what: &str) -> (Value, Value, Value) {
     let started = Instant::now();
     loop {
-        let views: Vec<_> = nodes.iter().map(|n| settled(n, ctx)).collect();
+        let views: Vec<_> = nodes.iter().map(|n| n.settled(ctx)).collect();
         if views.iter().all(Option::is_some) && views.windows(2).all(|w| w[0] == w[1]) {
             return views[0].clone().unwrap();
         }
@@ -281,10 +266,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Option<f64> {
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     Some(round2(sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e3))
-}
-
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 fn ms(x: Option<f64>) -> String {

@@ -90,6 +90,14 @@ impl Node {
         }
     }
 
+    /// A context's (heads, root, delta count) here if nothing is pending and it is not
+    /// diverged; `None` otherwise, or if the call fails.
+    pub fn settled(&self, ctx: &str) -> Option<(Value, Value, Value)> {
+        let status = self.try_ok("context_status", json!({ "context_id": ctx })).ok()?;
+        (status["pending_count"] == 0 && status["diverged"] == false)
+            .then(|| (status["heads"].clone(), status["root_hash"].clone(), status["delta_count"].clone()))
+    }
+
     /// A JSON-RPC call that must succeed; its result.
     pub fn ok(&self, method: &str, params: Value) -> Value {
         self.try_ok(method, params).unwrap_or_else(|e| panic!("{method} failed: {e}"))
@@ -185,4 +193,23 @@ pub fn clock_ticks() -> u64 {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(100)
     })
+}
+
+/// A numeric setting from the environment (`default` if unset; a value that does not parse
+/// fails the benchmark).
+pub fn env(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().unwrap_or_else(|e| panic!("{name}={v}: {e}")),
+        Err(_) => default,
+    }
+}
+
+/// `x` rounded to two decimals for the JSON report (-1 for what is not finite, which JSON
+/// cannot hold).
+pub fn round2(x: f64) -> f64 {
+    if x.is_finite() {
+        (x * 100.0).round() / 100.0
+    } else {
+        -1.0
+    }
 }
