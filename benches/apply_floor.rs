@@ -38,7 +38,9 @@
 //! default; `ACTIONS=n` the actions per delta, 64 by default; `PASSES=engine,rows` runs only
 //! the passes named, and prints no floor unless `trie` and `sigs` are among them;
 //! `CHECKPOINT_BYTES=n` sets the engine's `checkpoint_bytes`, the dirty trie memory past which
-//! it checkpoints, 128 MiB by default: the `engine` pass prints the checkpoints it made). A pass of
+//! it checkpoints, 128 MiB by default: the `engine` pass prints the checkpoints it made;
+//! `TRIE_CACHE_BYTES=n` its `trie_cache_bytes`, the memory for clean trie branches, 256 MiB by
+//! default, and the pass prints the branches it read from the store). A pass of
 //! a few thousand 64-action deltas never fills the memtables, so it shows no flush or
 //! compaction at all.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails by unwrapping, as tests do
@@ -112,6 +114,9 @@ fn main() {
         if let Ok(bytes) = std::env::var("CHECKPOINT_BYTES") {
             engine_config.checkpoint_bytes = bytes.parse().expect("CHECKPOINT_BYTES: a number of bytes");
         }
+        if let Ok(bytes) = std::env::var("TRIE_CACHE_BYTES") {
+            engine_config.trie_cache_bytes = bytes.parse().expect("TRIE_CACHE_BYTES: a number of bytes");
+        }
         let (store, engine, ctx) = preloaded_with(dir.path(), engine_config);
         if layout == Some(Layout::Folded) {
             fold_versions(&store, &ctx);
@@ -120,7 +125,7 @@ fn main() {
         store.flush().expect("flush");
         wait_idle(&store);
         let mut signed = Signer::default().sign(&ctx, deltas, actions, engine.view(&ctx).expect("view").heads);
-        let checkpoints = engine.trie_stats().checkpoints;
+        let before = engine.trie_stats();
         let measured = match layout {
             None => measure(Some(&store), || {
                 let mut signed = signed.into_iter().peekable();
@@ -144,7 +149,12 @@ fn main() {
         };
         measured.print(pass, deltas, actions, cores);
         if layout.is_none() {
-            println!("  ({} trie checkpoints in the pass)", engine.trie_stats().checkpoints - checkpoints);
+            let after = engine.trie_stats();
+            println!(
+                "  ({} trie checkpoints in the pass, {} branches read from the store)",
+                after.checkpoints - before.checkpoints,
+                after.store_reads - before.store_reads
+            );
         }
         if layout.is_some() {
             rows_cpu.push((pass, measured.process));

@@ -80,6 +80,9 @@ node_metrics! {
         "Merkle trie nodes in the state engine's memory: changed since the last checkpoint (dirty), being \
          written by a checkpoint in flight (flushing) and cached branches (cached)";
     trie_checkpoints: Counter = "trie_checkpoints", "Checkpoints that wrote a context's changed Merkle trie nodes";
+    trie_store_reads: Counter = "trie_store_reads",
+        "Merkle trie branches an update read from the store because memory held none (past a trie's first \
+         reads, a steady rise means [storage] trie_cache_mb is smaller than the tries being written)";
     pending_deltas_expired: Counter = "pending_deltas_expired",
         "Deltas from peers dropped from a context's pending set for waiting for their parents past \
          limits.pending_ttl_ms (a catch-up brings them again)";
@@ -180,6 +183,7 @@ impl NodeMetrics {
         self.trie_memory.get_or_create(&[("kind", "cached")]).set(gauge(stats.cached_bytes));
         self.trie_checkpoints.inc_by(stats.checkpoints.saturating_sub(self.trie_checkpoints.get()));
         self.trie_rebuilds.inc_by(stats.rebuilds.saturating_sub(self.trie_rebuilds.get()));
+        self.trie_store_reads.inc_by(stats.store_reads.saturating_sub(self.trie_store_reads.get()));
     }
 
     /// Brings `weft_pending_deltas_expired_total` up to the engine's count
@@ -360,6 +364,7 @@ mod tests {
             flushing_bytes: 60,
             cached_bytes: 30,
             checkpoints: 2,
+            store_reads: 9,
             rebuilds: 0,
         });
         m.observe_pending_expired(4);
@@ -396,6 +401,7 @@ mod tests {
             "weft_trie_memory_bytes{kind=\"flushing\"} 60",
             "weft_trie_memory_bytes{kind=\"cached\"} 30",
             "weft_trie_checkpoints_total 2",
+            "weft_trie_store_reads_total 9",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }

@@ -226,6 +226,9 @@ pub struct TrieMemory {
     flushing_bytes: usize,
     clean_bytes: usize,
     clean_capacity: usize,
+    /// Branches updates have read from the store (memory held neither them nor their
+    /// removal).
+    store_reads: u64,
 }
 
 /// One context's memory lent to [`super::update()`], with the rows it reads.
@@ -233,6 +236,8 @@ struct Lent<'m, 's, B: Backend> {
     trie: &'m mut ContextTrie,
     stored: &'m StoredRows<'s, B>,
     error: Option<StoreError>,
+    /// Rows read from the store.
+    reads: u64,
 }
 
 impl<B: Backend> Nodes for Lent<'_, '_, B> {
@@ -241,6 +246,7 @@ impl<B: Backend> Nodes for Lent<'_, '_, B> {
         if let Some(row) = self.trie.take(path) {
             return Ok(row);
         }
+        self.reads += 1;
         self.stored.get(path).map_err(|e| {
             self.error = Some(e);
             UpdateError::Store
@@ -281,7 +287,14 @@ pub enum TrieUpdateError {
 impl TrieMemory {
     /// Empty, with a clean cache of at most `clean_capacity` bytes (0: no cache).
     pub fn new(clean_capacity: usize) -> Self {
-        TrieMemory { contexts: FastMap::default(), dirty_bytes: 0, flushing_bytes: 0, clean_bytes: 0, clean_capacity }
+        TrieMemory {
+            contexts: FastMap::default(),
+            dirty_bytes: 0,
+            flushing_bytes: 0,
+            clean_bytes: 0,
+            clean_capacity,
+            store_reads: 0,
+        }
     }
 
     /// Applies `changes` to a context's trie, reading the branches memory lacks from
@@ -300,9 +313,10 @@ impl TrieMemory {
         // Cleared while the trie is half-changed: should the update unwind (a bug), the
         // context is recovered from its journal at next use instead of trusted.
         let recovered = std::mem::replace(&mut trie.recovered, false);
-        let mut lent = Lent { trie, stored, error: None };
+        let mut lent = Lent { trie, stored, error: None, reads: 0 };
         let result = super::update(&mut lent, changes);
         let error = lent.error.take();
+        self.store_reads += lent.reads;
         let trie = lent.trie;
         self.dirty_bytes = self.dirty_bytes + trie.dirty_bytes - dirty_before;
         self.flushing_bytes = self.flushing_bytes + trie.flushing_bytes - flushing_before;
@@ -486,6 +500,12 @@ impl TrieMemory {
         self.clean_bytes
     }
 
+    /// Branches updates have read from the store because memory held neither them nor
+    /// their removal (their clean copies did not fit in the cache, or were never read).
+    pub fn store_reads(&self) -> u64 {
+        self.store_reads
+    }
+
     /// Bytes of nodes one context's store lacks (dirty and flushing).
     pub fn context_dirty_bytes(&self, context_id: &ContextId) -> usize {
         self.contexts.get(context_id).map_or(0, |t| t.dirty_bytes)
@@ -656,6 +676,32 @@ mod tests {
         assert_eq!(mem.dirty_bytes(), node_cost(None));
         mem.forget(&CTX);
         assert_eq!((mem.dirty_bytes(), mem.clean_bytes()), (0, 0));
+    }
+
+    /// Branches an update reads from the store are counted: none while memory holds the
+    /// trie, and each one after its written nodes did not fit in the cache.
+    #[test]
+    fn reads_from_the_store_are_counted() {
+        let keys: Vec<Vec<u8>> = (0..200u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        for capacity in [1 << 20, 0] {
+            let store = weft_store::Store::open(weft_store::MemoryBackend::new::<Column>()).expect("store");
+            let stored = StoredRows { store: &store, context_id: CTX };
+            let mut mem = TrieMemory::new(capacity);
+            let puts = |value: &'static [u8]| keys.iter().map(|k| Change::put(k, value)).collect();
+            mem.update(&stored, puts(b"a")).expect("update");
+            assert_eq!(mem.store_reads(), 1, "a fresh trie reads its (absent) root only");
+            let mut batch = store.batch();
+            super::super::stage_trie(&CTX, mem.dirty(&CTX), &mut batch);
+            store.write(batch).expect("write");
+            mem.settle(&CTX);
+            mem.update(&stored, puts(b"b")).expect("update");
+            let reads = mem.store_reads() - 1;
+            if capacity == 0 {
+                assert!(reads > 10, "{reads}: every branch is read again");
+            } else {
+                assert_eq!(reads, 0, "every written branch stayed cached");
+            }
+        }
     }
 
     #[test]

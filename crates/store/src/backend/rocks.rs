@@ -73,8 +73,11 @@ pub struct RocksBackend {
     path: PathBuf,
     names: Vec<&'static str>,
     prefix_lens: Vec<Option<usize>>,
-    /// Each family's options, for the table files of [`Backend::write_sorted`].
-    column_options: Vec<Options>,
+    /// Each family's options for the table files of [`Backend::write_sorted`]: its own, but
+    /// compressed as its upper levels are (lz4), not as its bottommost (zstd), which
+    /// RocksDB's table-file writer would otherwise use. Such a file lands above the data it
+    /// replaces and is compacted again; zstd took most of a trie checkpoint's CPU.
+    sorted_options: Vec<Options>,
     /// Numbers the table files of [`Backend::write_sorted`].
     sorted_files: AtomicU64,
     write_options: WriteOptions,
@@ -141,6 +144,14 @@ impl RocksBackend {
             S::ALL.iter().zip(&options).map(|(c, o)| column_options(c.name(), o, &cache, memtable_bytes)).collect();
         let descriptors: Vec<ColumnFamilyDescriptor> =
             S::ALL.iter().zip(&cf_options).map(|(c, o)| ColumnFamilyDescriptor::new(c.name(), o.clone())).collect();
+        let sorted_options = cf_options
+            .iter()
+            .cloned()
+            .map(|mut o| {
+                o.set_bottommost_compression_type(DBCompressionType::Lz4);
+                o
+            })
+            .collect();
         let db = Arc::new(DB::open_cf_descriptors(&db_opts, &path, descriptors)?);
         // Table files a sorted write left behind when the process died before ingesting them.
         remove_dir_files(&path.join(SORTED_DIR))?;
@@ -164,7 +175,7 @@ impl RocksBackend {
             path,
             names: S::ALL.iter().map(|c| c.name()).collect(),
             prefix_lens: options.iter().map(|o| o.prefix_len).collect(),
-            column_options: cf_options,
+            sorted_options,
             sorted_files: AtomicU64::new(0),
             write_options,
             point_reads: ReadOptions::default(),
@@ -671,7 +682,7 @@ impl Backend for RocksBackend {
         Ok(Ok(()))
     }
 
-    /// Writes the rows into a table file of their own (built with the family's options),
+    /// Writes the rows into a table file of their own (built with the family's options, lz4),
     /// syncs the WAL, then has RocksDB take the file in (`IngestExternalFile`, moving it):
     /// it lands in one step with a sequence number above every write before it, skipping
     /// the WAL, the memtable and their flush. RocksDB syncs the file and its manifest; the
@@ -680,7 +691,7 @@ impl Backend for RocksBackend {
     /// range, RocksDB flushes it first, holding writes meanwhile.
     fn write_sorted(&self, column: usize, _bytes: usize, fill: &mut SortedFill<'_>) -> Result<()> {
         let cf = self.cf(column)?;
-        let options = self.column_options.get(column).ok_or(StoreError::UnknownColumn(column))?;
+        let options = self.sorted_options.get(column).ok_or(StoreError::UnknownColumn(column))?;
         let dir = self.path.join(SORTED_DIR);
         std::fs::create_dir_all(&dir).map_err(io)?;
         let file = dir.join(format!("{}.sst", self.sorted_files.fetch_add(1, Ordering::Relaxed)));

@@ -36,6 +36,10 @@ pub struct TrieStats {
     pub cached_bytes: usize,
     /// Checkpoints written since the engine started.
     pub checkpoints: u64,
+    /// Trie branches updates read from the store since the engine started, because memory
+    /// held neither them nor their removal: past the first reads of a trie, a rise means
+    /// the branch cache is smaller than the tries being written.
+    pub store_reads: u64,
     /// Tries rebuilt from the state rows since the engine started, because the stored trie
     /// and its journal did not give the context's root (a damaged store).
     pub rebuilds: u64,
@@ -356,6 +360,7 @@ impl<B: Backend> ContextEngine<B> {
             flushing_bytes: memory.flushing_bytes(),
             cached_bytes: memory.clean_bytes(),
             checkpoints: self.checkpoints.load(Ordering::Relaxed),
+            store_reads: memory.store_reads(),
             rebuilds: self.trie_rebuilds.load(Ordering::Relaxed),
         }
     }
