@@ -25,10 +25,10 @@
 //!   (sorted, encoded, RocksDB's write), or handed to a thread of its own (the nodes copied
 //!   and marked flushing), as the engine does past `background_checkpoint_bytes`.
 //! - `checkpoint_1m/background_worst_stall`: the hand-over plus the longest of the small
-//!   writes the applying thread makes, back to back, while the checkpoint is written (as a
-//!   table file RocksDB takes in: a write can wait only for the moment RocksDB holds
-//!   writes to take it in; a checkpoint written as a batch held them for the whole batch).
-//!   This is the longest the applying thread is held by one background checkpoint.
+//!   writes the applying thread makes, back to back, while the checkpoint is written: a
+//!   write that comes while RocksDB writes the checkpoint's batch waits for it (RocksDB
+//!   writes batches one group at a time, in order). This is the longest the applying
+//!   thread is held by one background checkpoint.
 //!
 //! Run: `./x bench --bench apply` (or `cargo bench --workspace --bench apply`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails by unwrapping, as tests do
@@ -233,14 +233,15 @@ struct Flush {
 }
 
 /// A checkpoint as the engine writes a large one: the context's dirty nodes copied and
-/// marked flushing, then written on a thread of its own as a sorted write (a table file
-/// RocksDB takes in whole).
+/// marked flushing, then written in one batch on a thread of its own.
 fn hand_over(store: &Arc<Store<RocksBackend, Column>>, ctx: ContextId, memory: &mut TrieMemory) -> Flush {
     let bytes = memory.context_dirty_bytes(&ctx);
     let rows = memory.hand_over(&ctx);
     let store = Arc::clone(store);
     let handle = std::thread::spawn(move || {
-        trie::write_trie_sorted(&store, &ctx, rows.iter().map(|(path, row)| (path, row)), bytes).expect("checkpoint");
+        let mut batch = store.batch_with_capacity(bytes);
+        stage_trie(&ctx, rows.iter().map(|(path, row)| (path, row)), &mut batch);
+        store.write(batch).expect("checkpoint");
     });
     Flush { context: ctx, handle }
 }

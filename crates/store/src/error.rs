@@ -98,15 +98,6 @@ pub enum StoreError {
         #[source]
         source: Box<StoreError>,
     },
-    /// A sorted write ([`Store::write_sorted`](crate::Store::write_sorted)) was given a row
-    /// whose key does not come after the previous row's; nothing was written.
-    #[error("sorted write to {column}: key {key_hex} does not come after the previous row's")]
-    Unsorted {
-        /// The column family written.
-        column: &'static str,
-        /// The key out of order, in hex.
-        key_hex: String,
-    },
     /// A range that cannot be expressed as bounds (a prefix of only 0xFF bytes).
     #[error("range has no upper bound and cannot be range-deleted")]
     Unbounded,

@@ -42,7 +42,7 @@ pub use error::{BackendError, BackendErrorKind, DecodeError, KeyError, Result, S
 pub use key::{AsKeyParts, FromKeyParts, Key, OwnedValueOf, Prefix, PrefixBy, ValueOf};
 pub use segment::{Bytes, FixedSegment, KeySegment, RawTail, Text};
 pub use store::{
-    Migration, OwnedSnapshot, Page, Read, Scan, ScanIter, Snapshot, SortedRows, Store, WriteBatch, SCHEMA_VERSION_KEY,
+    Migration, OwnedSnapshot, Page, Read, Scan, ScanIter, Snapshot, Store, WriteBatch, SCHEMA_VERSION_KEY,
 };
 
 #[doc(hidden)]

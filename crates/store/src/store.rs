@@ -6,7 +6,7 @@
 
 use std::marker::PhantomData;
 
-use crate::backend::{Backend, Precondition, RawBatch, RawCursor, RawRange, RawRead, RawSortedSink};
+use crate::backend::{Backend, Precondition, RawBatch, RawCursor, RawRange, RawRead};
 use crate::codec::ValueCodec;
 use crate::column::ColumnSet;
 use crate::error::{hex, Result, StoreError};
@@ -244,31 +244,6 @@ impl<B: Backend, S: ColumnSet> Store<B, S> {
         }
     }
 
-    /// Writes the rows of family `K` that `fill` gives, in strictly ascending key order (about
-    /// `bytes` of them), all together or not at all: for large sorted sets of rows, which
-    /// RocksDB takes in as a table file of their own instead of through its write-ahead log
-    /// and memtable (see [`Backend::write_sorted`] for what that means for durability).
-    /// A row out of order is [`StoreError::Unsorted`], and then nothing is written.
-    pub fn write_sorted<K: AsKeyParts<Columns = S>>(
-        &self,
-        bytes: usize,
-        fill: impl FnOnce(&mut SortedRows<'_, K>) -> Result<()>,
-    ) -> Result<()> {
-        let mut fill = Some(fill);
-        self.backend.write_sorted(column_index::<K>(), bytes, &mut |sink| {
-            let fill = fill.take().ok_or(StoreError::Poisoned("sorted write"))?;
-            let mut rows = SortedRows {
-                sink,
-                last: Vec::new(),
-                any: false,
-                key: Vec::new(),
-                value: Vec::new(),
-                _family: PhantomData,
-            };
-            fill(&mut rows)
-        })
-    }
-
     /// Commits a batch whose preconditions may fail; `Ok(false)` when one did (nothing written).
     pub fn write_conditional(&self, batch: WriteBatch<'_, B, S>) -> Result<bool> {
         match self.write(batch) {
@@ -394,50 +369,6 @@ impl<B: Backend, S: ColumnSet> Read<S> for OwnedSnapshot<B, S> {
     fn raw(&self) -> &B::OwnedSnapshot {
         &self.raw
     }
-}
-
-/// The rows of a sorted write ([`Store::write_sorted`]), all of family `K`, given in
-/// strictly ascending key order.
-pub struct SortedRows<'s, K> {
-    sink: &'s mut dyn RawSortedSink,
-    /// The last key written, to check the order.
-    last: Vec<u8>,
-    any: bool,
-    key: Vec<u8>,
-    value: Vec<u8>,
-    _family: PhantomData<fn(&K)>,
-}
-
-impl<K: AsKeyParts> SortedRows<'_, K> {
-    /// Writes a row; its key must come after the previous row's.
-    pub fn put(&mut self, key: &K, value: &ValueOf<K>) -> Result<()> {
-        let bytes = K::Codec::encode(value, &mut self.value);
-        let (sink, last, any) = (&mut *self.sink, &mut self.last, &mut self.any);
-        with_key(key, &mut self.key, |k| {
-            in_order::<K>(last, any, k)?;
-            sink.put(k, bytes)
-        })
-    }
-
-    /// Deletes a row; its key must come after the previous row's.
-    pub fn delete(&mut self, key: &K) -> Result<()> {
-        let (sink, last, any) = (&mut *self.sink, &mut self.last, &mut self.any);
-        with_key(key, &mut self.key, |k| {
-            in_order::<K>(last, any, k)?;
-            sink.delete(k)
-        })
-    }
-}
-
-/// Checks that `key` comes after `last` (if `any` row came before), and makes it the last.
-fn in_order<K: AsKeyParts>(last: &mut Vec<u8>, any: &mut bool, key: &[u8]) -> Result<()> {
-    if *any && key <= last.as_slice() {
-        return Err(StoreError::Unsorted { column: column_name::<K>(), key_hex: hex(key) });
-    }
-    *any = true;
-    last.clear();
-    last.extend_from_slice(key);
-    Ok(())
 }
 
 /// An atomic batch of typed writes, optionally conditional.

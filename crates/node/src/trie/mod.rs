@@ -19,7 +19,7 @@ pub mod update;
 pub use logical::{diff, Children, Leaf, LogicalTrie, RowSource, TrieDiff, TrieNode, TrieStore};
 pub use memory::{FastMap, TrieMemory, TrieUpdateError, TrieView};
 pub use path::{nibble, NibblePath, MAX_DEPTH};
-pub use rows::{stage_trie, write_trie_sorted, StoredRows};
+pub use rows::{stage_trie, StoredRows};
 pub use update::{build_trie, root_of, update, Change, Corrupt, MemoryTrie, Nodes};
 pub use weft_primitives::{
     branch_hash, branch_hashes, leaf_hash, BranchInput, TrieBranch, TrieChild, TrieRow, BRANCH_INPUT_LEN,

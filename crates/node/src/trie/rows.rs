@@ -1,7 +1,6 @@
 //! A context's trie rows in the store (Generic 0x01, keyed by context and nibble path):
 //! reading them ([`StoredRows`], which also reads the leaves' values from the state) and
-//! staging their writes ([`stage_trie`], for checkpoints; [`write_trie_sorted`] for a large
-//! checkpoint's own write).
+//! staging their writes ([`stage_trie`], for checkpoints).
 
 use weft_primitives::{ContextId, Hash};
 use weft_store::schema::{Column, ContextState, MerkleNode};
@@ -55,28 +54,4 @@ pub fn stage_trie<'w, B: Backend>(
             None => batch.delete(&key),
         }
     }
-}
-
-/// Writes trie rows (path → row, `None`: removed) of a context with
-/// [`Store::write_sorted`]: in RocksDB, a table file of their own taken in whole, instead of
-/// a batch through the write-ahead log and memtable. `bytes` is about their encoded size.
-pub fn write_trie_sorted<'w, B: Backend>(
-    store: &Store<B, Column>,
-    context_id: &ContextId,
-    writes: impl IntoIterator<Item = (&'w NibblePath, &'w Option<TrieRow>)>,
-    bytes: usize,
-) -> Result<(), StoreError> {
-    let mut writes: Vec<_> = writes.into_iter().collect();
-    // Path order is key order (`NibblePath`), which a sorted write requires.
-    writes.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    store.write_sorted::<MerkleNode>(bytes, |rows| {
-        for (path, row) in writes {
-            let key = MerkleNode { context_id: *context_id, path: RawTail(path.to_nibbles()) };
-            match row {
-                Some(r) => rows.put(&key, r)?,
-                None => rows.delete(&key)?,
-            }
-        }
-        Ok(())
-    })
 }

@@ -82,41 +82,6 @@ fn killed_writer_leaves_whole_deltas_only() {
     }
 }
 
-/// A large checkpoint on RocksDB is a sorted write (a table file RocksDB takes in whole): its
-/// file goes into the database, and after a clean stop and a reopen the stored trie is the
-/// state's, with nothing to replay or rebuild.
-#[test]
-fn background_checkpoints_on_rocksdb_are_taken_in_as_table_files() {
-    let dir = tempfile::tempdir().unwrap();
-    let config =
-        EngineConfig { checkpoint_bytes: 256 << 10, background_checkpoint_bytes: 64 << 10, ..EngineConfig::default() };
-    let secret = SecretKey::from_bytes(&[3; 32]);
-    let root = {
-        let backend = RocksBackend::open::<Column>(dir.path(), &RocksConfig::default()).unwrap();
-        let engine = ContextEngine::new(Store::open(backend).unwrap(), config);
-        engine.create_context(CTX, app()).unwrap();
-        for i in 0u64..200 {
-            let actions = (0..32)
-                .map(|j| Action::Put {
-                    key: format!("key-{}", i * 32 + j).into_bytes(),
-                    value: i.to_be_bytes().to_vec(),
-                })
-                .collect();
-            engine.write(&CTX, &secret, actions).unwrap();
-        }
-        engine.wait_for_checkpoint();
-        assert!(engine.trie_stats().checkpoints > 0);
-        engine.view(&CTX).unwrap().root_hash
-    };
-    let sorted = std::fs::read_dir(dir.path().join("weft-sorted")).expect("sorted writes were made");
-    assert_eq!(sorted.count(), 0, "every table file went into the database");
-    let engine = rocks_engine(dir.path());
-    assert_eq!(engine.view(&CTX).unwrap().root_hash, root);
-    let check = engine.check_trie(&CTX).unwrap();
-    assert!(check.is_sound(), "{check:?}");
-    assert_eq!(engine.trie_stats().rebuilds, 0);
-}
-
 /// The context list skips the Meta column's schema-version row and survives a reopen.
 #[test]
 fn contexts_are_listed_on_rocksdb() {

@@ -70,35 +70,6 @@ pub trait RawBatch {
     }
 }
 
-/// Takes the rows of a sorted write ([`Backend::write_sorted`]), in strictly ascending key
-/// order.
-pub trait RawSortedSink {
-    /// Writes a row.
-    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()>;
-    /// Deletes a row.
-    fn delete(&mut self, key: &[u8]) -> Result<()>;
-}
-
-/// What gives a sorted write its rows ([`Backend::write_sorted`]).
-pub type SortedFill<'f> = dyn FnMut(&mut dyn RawSortedSink) -> Result<()> + 'f;
-
-/// A [`RawSortedSink`] that records into a batch (the default [`Backend::write_sorted`]).
-struct BatchSink<Bt> {
-    batch: Bt,
-    column: usize,
-}
-
-impl<Bt: RawBatch> RawSortedSink for BatchSink<Bt> {
-    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.batch.put(self.column, key, value);
-        Ok(())
-    }
-    fn delete(&mut self, key: &[u8]) -> Result<()> {
-        self.batch.delete(self.column, key);
-        Ok(())
-    }
-}
-
 /// What a conditional write requires of one row at commit time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Precondition {
@@ -135,19 +106,6 @@ pub trait Backend: RawRead + Send + Sync + 'static {
     /// Applies a batch atomically. If a precondition does not hold, nothing is written and the
     /// index of the failed precondition is returned as `Ok(Err(i))`.
     fn write(&self, batch: Self::Batch<'_>, preconditions: &[Precondition]) -> Result<Result<(), usize>>;
-    /// Writes the rows `fill` gives (all of `column`, in strictly ascending key order;
-    /// about `bytes` of them) all together or not at all, by the backend's cheapest path
-    /// for a large sorted set of rows. When it returns they are as durable as a batch
-    /// written then, and every write that returned before it is at least as durable as
-    /// they are: a crash never keeps these rows but loses a write that came before them.
-    /// By default one batch; RocksDB writes a table file and ingests it instead
-    /// (no write-ahead log, no memtable, no flush of them later).
-    fn write_sorted(&self, column: usize, bytes: usize, fill: &mut SortedFill<'_>) -> Result<()> {
-        let mut sink = BatchSink { batch: self.batch_with_capacity(bytes), column };
-        fill(&mut sink)?;
-        // No preconditions: nothing can fail but the write itself.
-        self.write(sink.batch, &[]).map(|_| ())
-    }
     /// Takes a read snapshot.
     fn snapshot(&self) -> Self::Snapshot<'_>;
     /// Takes a read snapshot that does not borrow the backend.

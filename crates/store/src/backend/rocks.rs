@@ -20,13 +20,13 @@ use std::time::Duration;
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{
     BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamily, ColumnFamilyDescriptor, CompactOptions,
-    DBCompressionType, DBRawIteratorWithThreadMode, FlushOptions, IngestExternalFileOptions, Options, ReadOptions,
-    SliceTransform, SnapshotWithThreadMode, SstFileWriter, WriteBatch, WriteBufferManager, WriteOptions, DB,
+    DBCompressionType, DBRawIteratorWithThreadMode, FlushOptions, Options, ReadOptions, SliceTransform,
+    SnapshotWithThreadMode, WriteBatch, WriteBufferManager, WriteOptions, DB,
 };
 
-use super::{Backend, Precondition, RawBatch, RawCursor, RawRange, RawRead, RawSortedSink, SortedFill};
+use super::{Backend, Precondition, RawBatch, RawCursor, RawRange, RawRead};
 use crate::column::{Access, ColumnOptions, ColumnSet};
-use crate::error::{BackendError, BackendErrorKind, Result, StoreError};
+use crate::error::{Result, StoreError};
 
 /// When a committed batch reaches stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,13 +73,6 @@ pub struct RocksBackend {
     path: PathBuf,
     names: Vec<&'static str>,
     prefix_lens: Vec<Option<usize>>,
-    /// Each family's options for the table files of [`Backend::write_sorted`]: its own, but
-    /// compressed as its upper levels are (lz4), not as its bottommost (zstd), which
-    /// RocksDB's table-file writer would otherwise use. Such a file lands above the data it
-    /// replaces and is compacted again; zstd took most of a trie checkpoint's CPU.
-    sorted_options: Vec<Options>,
-    /// Numbers the table files of [`Backend::write_sorted`].
-    sorted_files: AtomicU64,
     write_options: WriteOptions,
     /// The options of every point read, made once: rust-rocksdb's option-less reads build
     /// and free a C++ `ReadOptions` per call.
@@ -140,21 +133,12 @@ impl RocksBackend {
         db_opts.set_keep_log_file_num(4);
         db_opts.set_max_open_files(512);
 
-        let cf_options: Vec<Options> =
-            S::ALL.iter().zip(&options).map(|(c, o)| column_options(c.name(), o, &cache, memtable_bytes)).collect();
-        let descriptors: Vec<ColumnFamilyDescriptor> =
-            S::ALL.iter().zip(&cf_options).map(|(c, o)| ColumnFamilyDescriptor::new(c.name(), o.clone())).collect();
-        let sorted_options = cf_options
+        let descriptors: Vec<ColumnFamilyDescriptor> = S::ALL
             .iter()
-            .cloned()
-            .map(|mut o| {
-                o.set_bottommost_compression_type(DBCompressionType::Lz4);
-                o
-            })
+            .zip(&options)
+            .map(|(c, o)| ColumnFamilyDescriptor::new(c.name(), column_options(c.name(), o, &cache, memtable_bytes)))
             .collect();
         let db = Arc::new(DB::open_cf_descriptors(&db_opts, &path, descriptors)?);
-        // Table files a sorted write left behind when the process died before ingesting them.
-        remove_dir_files(&path.join(SORTED_DIR))?;
         let mut write_options = WriteOptions::default();
         write_options.set_sync(config.durability == Durability::Sync);
         let wal_sync = Arc::new(WalSyncHealth::default());
@@ -175,8 +159,6 @@ impl RocksBackend {
             path,
             names: S::ALL.iter().map(|c| c.name()).collect(),
             prefix_lens: options.iter().map(|o| o.prefix_len).collect(),
-            sorted_options,
-            sorted_files: AtomicU64::new(0),
             write_options,
             point_reads: ReadOptions::default(),
             commit_lock: RwLock::new(()),
@@ -322,47 +304,6 @@ fn spawn_flusher(
         })
         .map_err(|source| StoreError::Thread { name: "WAL sync", source })?;
     Ok((tx, handle))
-}
-
-/// Where [`Backend::write_sorted`] writes its table files before RocksDB takes them in (a
-/// directory of the database's own, so RocksDB never mistakes one for its own files).
-const SORTED_DIR: &str = "weft-sorted";
-
-/// A file-system failure of the backend's own (not through RocksDB).
-fn io(e: std::io::Error) -> StoreError {
-    StoreError::Backend(BackendError::new(BackendErrorKind::Io, e))
-}
-
-/// Removes the files in `dir`, if it exists.
-fn remove_dir_files(dir: &Path) -> Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io(e)),
-    };
-    for entry in entries {
-        std::fs::remove_file(entry.map_err(io)?.path()).map_err(io)?;
-    }
-    Ok(())
-}
-
-/// A sorted write's rows going into a table file.
-struct TableSink<'a> {
-    writer: SstFileWriter<'a>,
-    rows: u64,
-}
-
-impl RawSortedSink for TableSink<'_> {
-    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.writer.put(key, value)?;
-        self.rows += 1;
-        Ok(())
-    }
-    fn delete(&mut self, key: &[u8]) -> Result<()> {
-        self.writer.delete(key)?;
-        self.rows += 1;
-        Ok(())
-    }
 }
 
 /// Translates a column's neutral options into RocksDB options.
@@ -680,44 +621,6 @@ impl Backend for RocksBackend {
         }
         self.db().write_opt(batch.batch, &self.write_options)?;
         Ok(Ok(()))
-    }
-
-    /// Writes the rows into a table file of their own (built with the family's options, lz4),
-    /// syncs the WAL, then has RocksDB take the file in (`IngestExternalFile`, moving it):
-    /// it lands in one step with a sequence number above every write before it, skipping
-    /// the WAL, the memtable and their flush. RocksDB syncs the file and its manifest; the
-    /// WAL's sync first means that a crash cannot keep the rows and lose a write acknowledged
-    /// before them (a buffered one). If the family's memtable holds keys inside the file's
-    /// range, RocksDB flushes it first, holding writes meanwhile.
-    fn write_sorted(&self, column: usize, _bytes: usize, fill: &mut SortedFill<'_>) -> Result<()> {
-        let cf = self.cf(column)?;
-        let options = self.sorted_options.get(column).ok_or(StoreError::UnknownColumn(column))?;
-        let dir = self.path.join(SORTED_DIR);
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        let file = dir.join(format!("{}.sst", self.sorted_files.fetch_add(1, Ordering::Relaxed)));
-        let written = (|| {
-            let writer = SstFileWriter::create(options);
-            writer.open(&file)?;
-            let mut sink = TableSink { writer, rows: 0 };
-            fill(&mut sink)?;
-            if sink.rows == 0 {
-                // RocksDB refuses an empty table file; there is nothing to write.
-                return Ok(());
-            }
-            sink.writer.finish()?;
-            self.db().flush_wal(true)?;
-            let mut ingest = IngestExternalFileOptions::default();
-            ingest.set_move_files(true);
-            let _shared = self.commit_lock.read().map_err(|_| StoreError::Poisoned("commit"))?;
-            self.db().ingest_external_file_cf_opts(cf, &ingest, vec![&file])?;
-            Ok(())
-        })();
-        // Moved into the database, the file is RocksDB's under a name of its own and this
-        // one is gone; otherwise (a failure, or no rows) it is removed here.
-        match std::fs::remove_file(&file) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound && written.is_ok() => Err(io(e)),
-            _ => written,
-        }
     }
 
     fn snapshot(&self) -> RocksSnapshot<'_> {

@@ -309,72 +309,6 @@ fn unknown_columns_are_typed_errors<B: Backend>(s: &Store<B, Cols>) {
     assert!(matches!(s.backend().write(b, &[]), Err(StoreError::UnknownColumn(99))));
 }
 
-fn sorted_writes_land_whole<B: Backend>(s: &Store<B, Cols>) {
-    // Rows the sorted write replaces, one still in a memtable and one flushed, and one it
-    // deletes.
-    s.put(&entry(1, 2), &"old".to_string()).unwrap();
-    s.put(&entry(1, 4), &"gone".to_string()).unwrap();
-    s.flush().unwrap();
-    s.put(&entry(1, 3), &"old".to_string()).unwrap();
-    s.write_sorted::<Entry>(64, |rows| {
-        rows.put(&entry(1, 1), &"a".to_string())?;
-        rows.put(&entry(1, 2), &"b".to_string())?;
-        rows.put(&entry(1, 3), &"c".to_string())?;
-        rows.delete(&entry(1, 4))?;
-        rows.put(&entry(2, 0), &"d".to_string())
-    })
-    .unwrap();
-    let got: Vec<_> =
-        s.scan(Entry::prefix(&1u64)).collect_all().unwrap().into_iter().map(|(k, v)| (k.seq, v)).collect();
-    assert_eq!(got, [(1, "a".to_string()), (2, "b".to_string()), (3, "c".to_string())]);
-    assert_eq!(s.get(&entry(2, 0)).unwrap().as_deref(), Some("d"));
-    // A later write wins over a sorted one.
-    s.put(&entry(1, 1), &"later".to_string()).unwrap();
-    assert_eq!(s.get(&entry(1, 1)).unwrap().as_deref(), Some("later"));
-    // No rows: nothing to write, and no error.
-    s.write_sorted::<Entry>(0, |_| Ok(())).unwrap();
-    assert_eq!(s.scan(Entry::prefix(&1u64)).count().unwrap(), 3);
-}
-
-fn unsorted_writes_are_refused_whole<B: Backend>(s: &Store<B, Cols>) {
-    s.put(&entry(5, 9), &"kept".to_string()).unwrap();
-    for second in [entry(5, 1), entry(5, 2)] {
-        // Before the first row, and equal to it: both out of order.
-        let refused = s.write_sorted::<Entry>(64, |rows| {
-            rows.put(&entry(5, 2), &"x".to_string())?;
-            rows.put(&second, &"y".to_string())?;
-            rows.put(&entry(5, 9), &"z".to_string())
-        });
-        assert!(matches!(refused, Err(StoreError::Unsorted { column: "things", .. })), "{refused:?}");
-    }
-    let refused = s.write_sorted::<Entry>(64, |rows| {
-        rows.delete(&entry(5, 9))?;
-        rows.delete(&entry(5, 3))
-    });
-    assert!(matches!(refused, Err(StoreError::Unsorted { .. })), "{refused:?}");
-    // An error of the caller's own also leaves nothing written.
-    let refused = s.write_sorted::<Entry>(64, |rows| {
-        rows.delete(&entry(5, 9))?;
-        Err(StoreError::Unbounded)
-    });
-    assert!(matches!(refused, Err(StoreError::Unbounded)), "{refused:?}");
-    let got: Vec<_> = s.scan(Entry::prefix(&5u64)).collect_all().unwrap();
-    assert_eq!(got, [(entry(5, 9), "kept".to_string())]);
-}
-
-fn snapshots_do_not_see_later_sorted_writes<B: Backend>(s: &Store<B, Cols>) {
-    s.put(&entry(7, 1), &"before".to_string()).unwrap();
-    let snap = s.snapshot();
-    s.write_sorted::<Entry>(64, |rows| {
-        rows.put(&entry(7, 1), &"after".to_string())?;
-        rows.put(&entry(7, 2), &"new".to_string())
-    })
-    .unwrap();
-    assert_eq!(snap.get(&entry(7, 1)).unwrap().as_deref(), Some("before"));
-    assert_eq!(snap.get(&entry(7, 2)).unwrap(), None);
-    assert_eq!(s.get(&entry(7, 1)).unwrap().as_deref(), Some("after"));
-}
-
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod on_memory {
@@ -387,9 +321,6 @@ macro_rules! conformance {
 }
 
 conformance!(
-    sorted_writes_land_whole,
-    unsorted_writes_are_refused_whole,
-    snapshots_do_not_see_later_sorted_writes,
     get_put_delete,
     multi_get,
     batch_is_atomic_across_columns,

@@ -96,35 +96,6 @@ fn data_survives_reopen() {
 }
 
 #[test]
-fn sorted_writes_survive_reopen_and_leave_no_files_of_their_own() {
-    let dir = tempfile::tempdir().unwrap();
-    let ctx = ContextId::from_bytes([6; 32]);
-    let key = |i: u32| ContextState { context_id: ctx, app_key: RawTail(i.to_be_bytes().to_vec()) };
-    let sorted_dir = dir.path().join("weft-sorted");
-    {
-        let store = open(dir.path()).unwrap();
-        store.put(&key(0), b"batch").unwrap();
-        store
-            .write_sorted::<ContextState>(1 << 20, |rows| {
-                for i in 1..10_000 {
-                    rows.put(&key(i), &i.to_le_bytes())?;
-                }
-                Ok(())
-            })
-            .unwrap();
-        // The table file went into the database: none is left where it was written.
-        assert_eq!(std::fs::read_dir(&sorted_dir).unwrap().count(), 0);
-        // A file a process left there when it died before RocksDB took it in.
-        std::fs::write(sorted_dir.join("7.sst"), b"half a table file").unwrap();
-    }
-    let store = open(dir.path()).unwrap();
-    assert_eq!(std::fs::read_dir(&sorted_dir).unwrap().count(), 0, "leftovers are removed at open");
-    assert_eq!(store.get(&key(0)).unwrap(), Some(b"batch".to_vec()));
-    assert_eq!(store.get(&key(9_999)).unwrap(), Some(9_999u32.to_le_bytes().to_vec()));
-    assert_eq!(store.scan(ContextState::prefix(&ctx)).count().unwrap(), 10_000);
-}
-
-#[test]
 fn a_store_from_a_newer_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     {

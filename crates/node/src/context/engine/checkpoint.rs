@@ -22,7 +22,7 @@ use weft_store::schema::{Column, ContextDagDelta, ContextMeta, ContextState, Con
 use weft_store::{Backend, PrefixBy, RawTail, Read, StoreError, WriteBatch};
 
 use super::{lock, ContextEngine, EngineError};
-use crate::trie::{self, stage_trie, write_trie_sorted, Change, NibblePath, StoredRows, TrieRow, TrieView};
+use crate::trie::{self, stage_trie, Change, NibblePath, StoredRows, TrieRow, TrieView};
 
 /// The engine's trie memory and checkpoints ([`ContextEngine::trie_stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -168,14 +168,8 @@ impl<B: Backend> ContextEngine<B> {
         let store = Arc::clone(&self.store);
         let id = *context_id;
         let spawned = std::thread::Builder::new().name("weft-checkpoint".into()).spawn(move || {
-            // The nodes first, as a sorted write (in RocksDB a table file taken in whole: no
-            // WAL, no memtable, and no write group that the apply thread's batches queue
-            // behind); the journal's entries after, in a batch of their own. Between the
-            // two the stored trie is the hand-over's and the journal still names deltas it
-            // already holds: replaying them puts their keys' current values again, which
-            // changes nothing, so a crash there is recovered like any other.
-            write_trie_sorted(&store, &id, rows.iter().map(|(path, row)| (path, row)), bytes)?;
-            let mut batch = store.batch();
+            let mut batch = store.batch_with_capacity(bytes);
+            stage_trie(&id, rows.iter().map(|(path, row)| (path, row)), &mut batch);
             batch.delete_range(&TrieJournal { context_id: id, seq: 0 }, &TrieJournal { context_id: id, seq });
             store.write(batch)
         });
