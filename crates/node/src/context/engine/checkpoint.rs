@@ -505,7 +505,7 @@ impl<B: Backend> ContextEngine<B> {
 /// might cover checks it — the version and DAG reads of every delta applied after a
 /// checkpoint. Point deletions cost a scan of the journal (the entries of the deltas since
 /// the last checkpoint, which the checkpoint's own batch dwarfs); with them 64-action
-/// deltas applied 7% faster (`apply_floor`, six alternated pairs, BENCHMARKS.md).
+/// deltas applied 7% faster (`apply_floor`, nine alternated pairs, BENCHMARKS.md).
 fn journal_entries<B: Backend>(
     store: &weft_store::Store<B, Column>,
     context_id: &ContextId,
